@@ -1,0 +1,236 @@
+// Python binding of NGramPredictor. Input checking lives here, so the core can
+// trust its arguments; every check runs before any state changes.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <type_traits>
+#include <string>
+#include <vector>
+
+#include "ngram_predictor.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using ngramspec::NGramPredictor;
+
+constexpr long long kTokenLimit = 1LL << 31;  // token ids live in [0, 2^31)
+constexpr long long kMaxPredict = 1 << 16;    // a bound on predict(n), so a cyclic draft cannot hang
+
+// The core is not thread-safe and its hot calls run without the GIL, so each
+// instance carries a mutex, taken only after the GIL has been released.
+struct Predictor {
+    Predictor(long long min_order, long long max_order, long long window)
+        : core(checked_int(min_order, "min_order"), checked_int(max_order, "max_order"), checked_window(window)) {}
+
+    static int checked_int(long long value, const char* name) {
+        if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
+            throw py::value_error(std::string(name) + " is out of range: " + std::to_string(value));
+        }
+        return static_cast<int>(value);
+    }
+    static std::size_t checked_window(long long value) {
+        if (value < 0) throw py::value_error("window must be positive, got " + std::to_string(value));
+        return static_cast<std::size_t>(value);
+    }
+
+    NGramPredictor core;
+    mutable std::mutex mutex;
+};
+
+long long integer_from_object(py::handle obj, const char* what) {
+    if (PyBool_Check(obj.ptr()) || PyFloat_Check(obj.ptr()) || !PyIndex_Check(obj.ptr())) {
+        throw py::type_error(std::string(what) + " must be an int, got " +
+                             std::string(py::str(py::type::of(obj).attr("__name__"))));
+    }
+    py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
+    if (!index) throw py::error_already_set();
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+    if (overflow != 0) return overflow > 0 ? std::numeric_limits<long long>::max() : std::numeric_limits<long long>::min();
+    if (value == -1 && PyErr_Occurred()) throw py::error_already_set();
+    return value;
+}
+
+std::int32_t token_from_object(py::handle obj) {
+    const long long value = integer_from_object(obj, "token");
+    if (value < 0 || value >= kTokenLimit) {
+        throw py::value_error("token ids must be in [0, 2**31), got " + std::string(py::str(obj)));
+    }
+    return static_cast<std::int32_t>(value);
+}
+
+template <typename T>
+std::vector<std::int32_t> copy_checked(const py::array& array) {
+    auto typed = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(array);
+    if (!typed) throw py::error_already_set();
+    const T* data = typed.data();
+    const auto count = static_cast<std::size_t>(typed.size());
+    std::vector<std::int32_t> tokens(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        const T value = data[i];
+        bool bad = static_cast<unsigned long long>(value) >= static_cast<unsigned long long>(kTokenLimit);
+        if constexpr (std::is_signed_v<T>) bad = bad || value < 0;
+        if (bad) {
+            throw py::value_error("token ids must be in [0, 2**31), got " + std::to_string(value) + " at index " +
+                                  std::to_string(i));
+        }
+        tokens[i] = static_cast<std::int32_t>(value);
+    }
+    return tokens;
+}
+
+std::vector<std::int32_t> tokens_from_object(py::handle obj) {
+    if (py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj)) {
+        throw py::type_error("tokens must be a list or 1-D integer array of token ids, not a string");
+    }
+    py::array array;
+    if (py::isinstance<py::array>(obj)) {
+        array = py::reinterpret_borrow<py::array>(obj);
+    } else {
+        if (py::isinstance<py::sequence>(obj) && py::len(obj) == 0) return {};
+        array = py::module_::import("numpy").attr("asarray")(obj);
+    }
+    if (array.ndim() != 1) {
+        throw py::value_error("tokens must be 1-D, got an array with " + std::to_string(array.ndim()) + " dimensions");
+    }
+    const char kind = array.dtype().kind();
+    const auto size = array.dtype().itemsize();
+    if (kind == 'i') {
+        if (size == 1) return copy_checked<std::int8_t>(array);
+        if (size == 2) return copy_checked<std::int16_t>(array);
+        if (size == 4) return copy_checked<std::int32_t>(array);
+        if (size == 8) return copy_checked<std::int64_t>(array);
+    } else if (kind == 'u') {
+        if (size == 1) return copy_checked<std::uint8_t>(array);
+        if (size == 2) return copy_checked<std::uint16_t>(array);
+        if (size == 4) return copy_checked<std::uint32_t>(array);
+        if (size == 8) return copy_checked<std::uint64_t>(array);
+    }
+    throw py::type_error("tokens must have an integer dtype, got " + std::string(py::str(array.dtype())));
+}
+
+py::array_t<std::int32_t> to_numpy(const std::vector<std::int32_t>& tokens) {
+    py::array_t<std::int32_t> out(static_cast<py::ssize_t>(tokens.size()));
+    if (!tokens.empty()) std::memcpy(out.mutable_data(), tokens.data(), tokens.size() * sizeof(std::int32_t));
+    return out;
+}
+
+py::dict per_order(const Predictor& self, bool entries) {
+    std::lock_guard<std::mutex> lock(self.mutex);
+    py::dict sizes;
+    for (int order = self.core.min_order(); order <= self.core.max_order(); ++order) {
+        const auto& table = self.core.table(order);
+        sizes[py::int_(order)] = entries ? table.num_entries() : table.num_contexts();
+    }
+    return sizes;
+}
+
+}  // namespace
+
+void bind_predictor(py::module_& m) {
+    py::class_<Predictor>(m, "NGramPredictor", R"doc(
+Model-free draft predictor over token ids.
+
+An order-n table maps the last n-1 tokens to the tokens that followed them, with
+counts. Only the n-grams lying wholly inside the last ``window`` tokens are
+counted: when a token leaves the window, the n-grams that start at it are
+decremented and dropped at zero, so memory is fixed at construction (see
+``memory_bytes``) however long the generation runs.
+
+``predict(n)`` chains up to n guesses. At each step it tries the longest
+context first (max_order down to min_order) and takes that context's most
+frequent continuation; equal counts go to the continuation seen most recently.
+It stops at the first step where no order has a continuation.
+)doc")
+        .def(py::init<long long, long long, long long>(), py::kw_only(), py::arg("min_order") = 2,
+             py::arg("max_order") = 4, py::arg("window") = 512,
+             "min_order: shortest n-gram used, 2..max_order. max_order: longest, 2..8. "
+             "window: tokens of history kept and counted, max_order..2**20.")
+        .def(
+            "update",
+            [](Predictor& self, py::handle token) {
+                const std::int32_t value = token_from_object(token);
+                py::gil_scoped_release release;
+                std::lock_guard<std::mutex> lock(self.mutex);
+                self.core.update(value);
+            },
+            py::arg("token"), "Append one token id in [0, 2**31).")
+        .def(
+            "update_batch",
+            [](Predictor& self, py::handle tokens) {
+                const std::vector<std::int32_t> values = tokens_from_object(tokens);
+                py::gil_scoped_release release;
+                std::lock_guard<std::mutex> lock(self.mutex);
+                self.core.update_batch(values.data(), values.size());
+            },
+            py::arg("tokens"),
+            "Append a list or 1-D integer array of token ids. The whole input is checked "
+            "before any of it is added, so a bad id leaves the predictor unchanged.")
+        .def(
+            "predict",
+            [](const Predictor& self, py::handle n) {
+                const long long count = integer_from_object(n, "n");
+                if (count < 0) throw py::value_error("n must be >= 0, got " + std::string(py::str(n)));
+                if (count > kMaxPredict) {
+                    throw py::value_error("n must be at most " + std::to_string(kMaxPredict) + ", got " +
+                                          std::string(py::str(n)));
+                }
+                std::vector<std::int32_t> draft;
+                {
+                    py::gil_scoped_release release;
+                    std::lock_guard<std::mutex> lock(self.mutex);
+                    self.core.predict(static_cast<std::size_t>(count), draft);
+                }
+                return to_numpy(draft);
+            },
+            py::arg("n"), "Up to n chained draft tokens (numpy int32), possibly none.")
+        .def("reset",
+             [](Predictor& self) {
+                 std::lock_guard<std::mutex> lock(self.mutex);
+                 self.core.reset();
+             })
+        .def_property_readonly("history",
+                               [](const Predictor& self) {
+                                   std::vector<std::int32_t> tokens;
+                                   {
+                                       std::lock_guard<std::mutex> lock(self.mutex);
+                                       tokens = self.core.history();
+                                   }
+                                   return to_numpy(tokens);
+                               },
+                               "A copy of the last min(window, tokens_seen) tokens, oldest first.")
+        .def_property_readonly("tokens_seen", [](const Predictor& self) { return self.core.tokens_seen(); },
+                               "Tokens appended since construction or the last reset().")
+        .def_property_readonly("min_order", [](const Predictor& self) { return self.core.min_order(); })
+        .def_property_readonly("max_order", [](const Predictor& self) { return self.core.max_order(); })
+        .def_property_readonly("window", [](const Predictor& self) { return self.core.window(); })
+        .def_property_readonly("table_sizes", [](const Predictor& self) { return per_order(self, false); },
+                               "{order: distinct contexts in that order's table}")
+        .def_property_readonly("table_entries", [](const Predictor& self) { return per_order(self, true); },
+                               "{order: distinct (context, next token) pairs in that order's table}")
+        .def_property_readonly("memory_bytes",
+                               [](const Predictor& self) {
+                                   std::lock_guard<std::mutex> lock(self.mutex);
+                                   return self.core.memory_bytes();
+                               },
+                               "Bytes held by the history ring and tables; fixed at construction.")
+        .def("__len__",
+             [](const Predictor& self) {
+                 std::lock_guard<std::mutex> lock(self.mutex);
+                 return self.core.history_size();
+             })
+        .def("__repr__", [](const Predictor& self) {
+            std::lock_guard<std::mutex> lock(self.mutex);
+            return "NGramPredictor(min_order=" + std::to_string(self.core.min_order()) +
+                   ", max_order=" + std::to_string(self.core.max_order()) +
+                   ", window=" + std::to_string(self.core.window()) + ", history=" +
+                   std::to_string(self.core.history_size()) + " tokens)";
+        });
+}

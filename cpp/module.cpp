@@ -1,0 +1,11 @@
+// ngramspec._core: the compiled half of ngramspec. One bind_x() per file.
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+
+void bind_predictor(py::module_& m);
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "Native core of ngramspec (private: import from ngramspec instead).";
+    bind_predictor(m);
+}

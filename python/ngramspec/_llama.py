@@ -1,0 +1,114 @@
+"""Thin helpers over llama-cpp-python's low-level API, shared by the engine and
+the invariance check. Everything here works on a ``llama_cpp.Llama`` the user
+already has; nothing links llama.cpp directly."""
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Sequence
+
+import numpy as np
+
+
+def llama_cpp_module() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "ngramspec's engine needs llama-cpp-python; install it with scripts/install_llama_cpp.py "
+            "(see README) so that it is built with batch-invariant kernels"
+        ) from e
+    return llama_cpp
+
+
+def context_of(llm: Any) -> Any:
+    """The raw llama_context pointer, or a clear error if ``llm`` is unusable."""
+    llama_cpp = llama_cpp_module()
+    if not isinstance(llm, llama_cpp.Llama):
+        raise TypeError(f"expected a llama_cpp.Llama, got {type(llm).__name__}")
+    ctx = getattr(getattr(llm, "_ctx", None), "ctx", None)
+    if ctx is None:
+        raise ValueError("this Llama has been closed; create a new one")
+    return ctx
+
+
+def can_roll_back(llm: Any) -> bool:
+    """Recurrent and hybrid models keep state that a KV range removal cannot undo."""
+    llama_cpp = llama_cpp_module()
+    model = llm._model.model
+    return not (llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
+
+
+def remove_from(llm: Any, pos: int) -> bool:
+    """Drop every cached position >= pos of sequence 0; False if llama.cpp refused."""
+    llama_cpp = llama_cpp_module()
+    mem = llama_cpp.llama_get_memory(context_of(llm))
+    return bool(llama_cpp.llama_memory_seq_rm(mem, 0, pos, -1))
+
+
+def clear_memory(llm: Any) -> None:
+    llama_cpp = llama_cpp_module()
+    mem = llama_cpp.llama_get_memory(context_of(llm))
+    llama_cpp.llama_memory_clear(mem, True)
+    llm.n_tokens = 0
+    llm._requires_eval = True
+
+
+class Batch:
+    """A reusable llama_batch for one sequence, with numpy views on its arrays so
+    that filling it costs a few vector copies rather than a ctypes call per token."""
+
+    def __init__(self, capacity: int) -> None:
+        llama_cpp = llama_cpp_module()
+        self._llama_cpp = llama_cpp
+        self.capacity = capacity
+        self.batch = llama_cpp.llama_batch_init(capacity, 0, 1)
+        self.token = np.ctypeslib.as_array(self.batch.token, shape=(capacity,))
+        self.pos = np.ctypeslib.as_array(self.batch.pos, shape=(capacity,))
+        self.logits = np.ctypeslib.as_array(self.batch.logits, shape=(capacity,))
+        n_seq = np.ctypeslib.as_array(self.batch.n_seq_id, shape=(capacity,))
+        n_seq[:] = 1
+        for i in range(capacity):
+            self.batch.seq_id[i][0] = 0
+
+    def fill(self, tokens: Sequence[int] | np.ndarray, start_pos: int, all_logits: bool) -> None:
+        n = len(tokens)
+        if n > self.capacity:
+            raise ValueError(f"batch of {n} tokens exceeds capacity {self.capacity}")
+        self.token[:n] = tokens
+        self.pos[:n] = np.arange(start_pos, start_pos + n, dtype=np.int32)
+        self.logits[:n] = 1 if all_logits else 0
+        self.logits[n - 1] = 1
+        self.batch.n_tokens = n
+
+    def close(self) -> None:
+        if self.batch is not None:
+            self._llama_cpp.llama_batch_free(self.batch)
+            self.batch = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the module may be gone
+            pass
+
+
+def decode(llm: Any, batch: Batch) -> None:
+    llama_cpp = llama_cpp_module()
+    rc = llama_cpp.llama_decode(context_of(llm), batch.batch)
+    if rc != 0:
+        what = {1: "no KV cache slot for the batch (context full?)", 2: "aborted"}.get(rc, "error")
+        raise RuntimeError(f"llama_decode failed with code {rc}: {what}")
+
+
+def output_logits(llm: Any, rows: int) -> np.ndarray:
+    """The logits of the last decode's requested rows, as a (rows, n_vocab) view.
+    llama.cpp stores requested rows contiguously in batch order."""
+    llama_cpp = llama_cpp_module()
+    ptr = llama_cpp.llama_get_logits(context_of(llm))
+    return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(rows, llm.n_vocab()))
+
+
+def last_logits(llm: Any) -> np.ndarray:
+    llama_cpp = llama_cpp_module()
+    ptr = llama_cpp.llama_get_logits_ith(context_of(llm), -1)
+    return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(llm.n_vocab(),))

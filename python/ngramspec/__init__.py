@@ -5,4 +5,31 @@ from ._core import NGramPredictor
 
 __version__ = "0.1.0"
 
-__all__ = ["NGramPredictor", "__version__"]
+__all__ = [
+    "NGramPredictor",
+    "SpeculativeEngine",
+    "Generation",
+    "GenerationStats",
+    "InvarianceReport",
+    "check_batch_invariance",
+    "__version__",
+]
+
+
+_LAZY = {
+    "SpeculativeEngine": "engine",
+    "Generation": "engine",
+    "InvarianceReport": "invariance",
+    "check_batch_invariance": "invariance",
+    "GenerationStats": "stats",
+}
+
+
+def __getattr__(name: str):
+    # The engine needs llama-cpp-python; it is imported only when asked for, so
+    # the predictor works without it.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'ngramspec' has no attribute {name!r}")

@@ -100,12 +100,28 @@ def decode(llm: Any, batch: Batch) -> None:
         raise RuntimeError(f"llama_decode failed with code {rc}: {what}")
 
 
+_views: dict[tuple[int, int, int], np.ndarray] = {}
+
+
 def output_logits(llm: Any, rows: int) -> np.ndarray:
     """The logits of the last decode's requested rows, as a (rows, n_vocab) view.
-    llama.cpp stores requested rows contiguously in batch order."""
+    llama.cpp stores requested rows contiguously in batch order.
+
+    Building a numpy view over a ctypes pointer costs ~80 us right after a decode
+    has flushed the caches, so views are cached by (address, rows): llama.cpp
+    keeps the output buffer in place until it needs a larger one."""
     llama_cpp = llama_cpp_module()
     ptr = llama_cpp.llama_get_logits(context_of(llm))
-    return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(rows, llm.n_vocab()))
+    address = ctypes.cast(ptr, ctypes.c_void_p).value or 0
+    n_vocab = llm._n_vocab
+    key = (address, rows, n_vocab)
+    view = _views.get(key)
+    if view is None:
+        if len(_views) > 256:
+            _views.clear()
+        view = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(rows, n_vocab))
+        _views[key] = view
+    return view
 
 
 def last_logits(llm: Any) -> np.ndarray:

@@ -1,0 +1,336 @@
+"""Exact speculative greedy decoding on a user's ``llama_cpp.Llama``.
+
+Each step drafts up to ``max_draft`` tokens with an NGramPredictor, verifies
+``[next token, draft...]`` in one batched ``llama_decode``, keeps the longest
+matching prefix plus the model's own token at the first mismatch, and removes
+the rejected tail from the KV cache.
+
+State: the engine drives the user's own context and keeps ``Llama``'s
+bookkeeping (``n_tokens``, ``input_ids``) coherent with the KV cache, so prompt
+prefix reuse works across calls in both directions (engine -> create_completion
+and back) and the ``Llama`` stays usable. It does not keep ``Llama.scores``
+(only filled with ``logits_all=True``, which the engine never needs).
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from . import _llama
+from ._core import NGramPredictor
+from .invariance import InvarianceReport, check_batch_invariance
+from .stats import GenerationStats
+
+__all__ = ["DEFAULT_MAX_DRAFT", "Generation", "SpeculativeEngine", "prompt_tokens_for"]
+
+# Chosen by measurement on SmolLM2-135M (bench/results/max_draft.md): longer
+# drafts cost more per verify than their extra accepted tokens return.
+DEFAULT_MAX_DRAFT = 8
+
+
+@dataclass
+class Generation:
+    tokens: list[int]
+    text: str
+    finish_reason: str  # "stop" (end-of-generation token or stop string) or "length"
+    stats: GenerationStats
+
+
+def prompt_tokens_for(llm: Any, prompt: str | Sequence[int]) -> list[int]:
+    """Tokens exactly as ``Llama.create_completion`` builds them for this prompt."""
+    if isinstance(prompt, str):
+        bos, cls = llm.token_bos(), llm._model.token_cls()
+        sep = llm._model.token_sep()
+        head = [cls if cls != -1 else bos] if llm._model.add_bos_token() and (cls if cls != -1 else bos) != -1 else []
+        body = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True) if prompt else []
+        tail = [] if (not llm._model.add_eos_token() and sep == -1) else [sep if sep != -1 else llm.token_eos()]
+        tokens = head + body + tail
+    elif isinstance(prompt, (bytes, bytearray)):
+        raise TypeError("prompt must be a str or a sequence of token ids, not bytes")
+    else:
+        try:
+            tokens = [_token_id(t) for t in prompt]
+        except TypeError as e:
+            raise TypeError(f"prompt must be a str or a sequence of int token ids: {e}") from None
+        n_vocab = llm.n_vocab()
+        bad = [t for t in tokens if not 0 <= t < n_vocab]
+        if bad:
+            raise ValueError(f"prompt token ids must be in [0, {n_vocab}), got {bad[0]}")
+    return tokens
+
+
+def _token_id(t: Any) -> int:
+    if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+        raise TypeError(f"{t!r} is not an int")
+    return int(t)
+
+
+class SpeculativeEngine:
+    """Speculative greedy decoding that returns exactly what plain greedy decoding
+    (``create_completion(temperature=0)``) returns, in fewer forward passes.
+
+    llm: the ``llama_cpp.Llama`` to drive (its context and cache are used).
+    max_draft: most draft tokens verified per forward pass (0 = plain decoding).
+    exact: verify only with batch sizes that ``check_batch_invariance`` found
+        bit-exact on this model and build. ``False`` allows every size, for
+        users who accept floating-point drift in exchange for speed.
+    invariance: a report from ``check_batch_invariance`` to use instead of
+        measuring one on the first generation (which clears the KV cache once).
+    min_order, max_order, window: passed to ``NGramPredictor``.
+    """
+
+    def __init__(self, llm: Any, *, max_draft: int = DEFAULT_MAX_DRAFT, exact: bool = True,
+                 invariance: InvarianceReport | None = None, min_order: int = 2, max_order: int = 4,
+                 window: int = 512) -> None:
+        _llama.context_of(llm)
+        if isinstance(max_draft, bool) or not isinstance(max_draft, (int, np.integer)):
+            raise TypeError(f"max_draft must be an int, got {type(max_draft).__name__}")
+        if max_draft < 0:
+            raise ValueError(f"max_draft must be >= 0, got {max_draft}")
+        if invariance is not None and not isinstance(invariance, InvarianceReport):
+            raise TypeError("invariance must be an InvarianceReport from check_batch_invariance")
+        self.llm = llm
+        self.exact = bool(exact)
+        self.predictor = NGramPredictor(min_order=min_order, max_order=max_order, window=window)
+        self.batch_limit = min(llm.n_batch, llm.context_params.n_ubatch)
+        self.max_draft = int(min(max_draft, self.batch_limit - 1))
+        self.invariance = invariance
+        self._allowed: np.ndarray | None = None  # allowed[b]: may verify with a batch of b tokens
+        self._rollback_ok = _llama.can_roll_back(llm)
+        if not self._rollback_ok:
+            warnings.warn("this model's cache cannot be rolled back (recurrent or hybrid); "
+                          "ngramspec decodes it plainly", RuntimeWarning, stacklevel=2)
+        self._batch = _llama.Batch(self.max_draft + 1)
+
+    # -- batch sizes -----------------------------------------------------
+    def _allowed_sizes(self) -> np.ndarray:
+        if self._allowed is not None:
+            return self._allowed
+        allowed = np.zeros(self.max_draft + 2, dtype=bool)
+        allowed[1] = True
+        if self.max_draft > 0 and self._rollback_ok:
+            if not self.exact:
+                allowed[:] = True
+                allowed[0] = False
+            else:
+                if self.invariance is None:
+                    self.invariance = check_batch_invariance(self.llm, max_batch=self.max_draft + 1)
+                for b in range(2, self.max_draft + 2):
+                    r = self.invariance.results.get(b)
+                    allowed[b] = bool(r is not None and r.invariant)
+                if not allowed[2:].any():
+                    warnings.warn("no verify batch size above 1 is bit-exact with this model and llama.cpp build; "
+                                  "decoding plainly (exact=False speculates anyway)", RuntimeWarning, stacklevel=3)
+        self._allowed = allowed
+        return allowed
+
+    # -- generation ------------------------------------------------------
+    def generate(self, prompt: str | Sequence[int], max_tokens: int | None = 16,
+                 stop: str | Sequence[str] | None = None) -> Generation:
+        """Greedy completion of ``prompt``.
+
+        max_tokens: most tokens to generate, >= 1; None fills the context.
+        stop: string(s) that end generation; the text stops before them.
+        """
+        tokens: list[int] = []
+        run = self.stream(prompt, max_tokens=max_tokens, stop=stop)
+        for chunk in run:
+            tokens.extend(chunk)
+        return run.result  # type: ignore[attr-defined]
+
+    def stream(self, prompt: str | Sequence[int], max_tokens: int | None = 16,
+               stop: str | Sequence[str] | None = None) -> "_Run":
+        """Like ``generate``, but yields lists of newly emitted token ids as they are
+        accepted; after exhaustion ``.result`` holds the ``Generation``."""
+        return _Run(self, prompt, max_tokens, stop)
+
+
+class _Run:
+    """One generation, as an iterator of emitted-token chunks."""
+
+    def __init__(self, engine: SpeculativeEngine, prompt: Any, max_tokens: Any, stop: Any) -> None:
+        llm = engine.llm
+        _llama.context_of(llm)
+        if max_tokens is not None:
+            if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
+                raise TypeError(f"max_tokens must be an int or None, got {type(max_tokens).__name__}")
+            if max_tokens <= 0:
+                raise ValueError(f"max_tokens must be >= 1 (or None to fill the context), got {max_tokens}")
+        if stop is None:
+            stops: list[bytes] = []
+        elif isinstance(stop, str):
+            stops = [stop.encode("utf-8")] if stop else []
+        else:
+            stop_list = list(stop)
+            if not all(isinstance(s, str) for s in stop_list):
+                raise TypeError("stop must be a str or a list of str")
+            stops = [s.encode("utf-8") for s in stop_list if s]
+        self.prompt_tokens = prompt_tokens_for(llm, prompt)
+        if not self.prompt_tokens:
+            raise ValueError("prompt is empty: give at least one token")
+        n_ctx = llm.n_ctx()
+        if len(self.prompt_tokens) >= n_ctx:
+            raise ValueError(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {n_ctx}")
+        self.engine = engine
+        self.stops = stops
+        room = n_ctx - len(self.prompt_tokens)
+        self.max_tokens = room if max_tokens is None else min(int(max_tokens), room)
+        self.result: Generation | None = None
+        self._gen = self._run()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return self
+
+    def __next__(self) -> list[int]:
+        return next(self._gen)
+
+    # ------------------------------------------------------------------
+    def _prefill(self, stats: GenerationStats) -> None:
+        """Evaluate the prompt the way Llama.generate does, reusing a cached prefix."""
+        llm, tokens = self.engine.llm, list(self.prompt_tokens)
+        if llm.n_tokens > 0:
+            cached = llm.input_ids[: llm.n_tokens]
+            common = 0
+            for a, b in zip(cached, tokens):
+                if a != b:
+                    break
+                common += 1
+            # A fully cached prompt still replays its last token to get fresh logits.
+            reuse = common - 1 if common == len(tokens) else common
+            if reuse > 0 and _llama.remove_from(llm, reuse):
+                tokens = tokens[reuse:]
+                llm.n_tokens = reuse
+            else:
+                _llama.clear_memory(llm)
+        else:
+            _llama.clear_memory(llm)
+        stats.prefill_tokens = len(tokens)
+        llm.eval(tokens)  # n_batch chunks, logits on the last row: same kernels as plain decoding
+
+    def _run(self) -> Iterator[list[int]]:
+        engine, llm = self.engine, self.engine.llm
+        stats = GenerationStats(prompt_tokens=len(self.prompt_tokens))
+        t_start = time.perf_counter()
+        allowed = engine._allowed_sizes()  # may run the invariance check (clears the cache)
+        predictor, batch = engine.predictor, engine._batch
+        vocab = llm._model.vocab
+        llama_cpp = _llama.llama_cpp_module()
+        n_ctx = llm.n_ctx()
+
+        t0 = time.perf_counter()
+        self._prefill(stats)
+        stats.time_prefill_s = time.perf_counter() - t0
+        kv = list(self.prompt_tokens)  # tokens whose keys/values are in the cache
+        n_past = len(kv)
+        nxt = int(np.argmax(_llama.last_logits(llm)))
+
+        t0 = time.perf_counter()
+        predictor.reset()
+        predictor.update_batch(self.prompt_tokens)
+        stats.time_predictor_s += time.perf_counter() - t0
+
+        emitted: list[int] = []
+        text = b""
+        finish = "length"
+        max_tokens, stops = self.max_tokens, self.stops
+        longest_stop = max((len(s) for s in stops), default=0)
+        prompt_tokens = self.prompt_tokens
+
+        def emit(token: int) -> bool:
+            """Append one token; True when generation must end here."""
+            nonlocal text, finish
+            if llama_cpp.llama_vocab_is_eog(vocab, token):
+                finish = "stop"
+                return True
+            emitted.append(token)
+            if stops:
+                before = len(text)
+                text += llm.detokenize([token], prev_tokens=prompt_tokens)
+                window = text[max(0, before - longest_stop + 1):]
+                hits = [s for s in stops if s in window]
+                if hits:
+                    text = text[: text.index(hits[0], max(0, before - longest_stop + 1))]
+                    finish = "stop"
+                    return True
+            if len(emitted) >= max_tokens:
+                finish = "length"
+                return True
+            return False
+
+        try:
+            done = emit(nxt)
+            t0 = time.perf_counter()
+            predictor.update(nxt) if not done else None
+            stats.time_predictor_s += time.perf_counter() - t0
+            yield emitted[:]
+            while not done:
+                # How many draft tokens may ride along with `nxt` in this pass.
+                k = min(engine.max_draft, max_tokens - len(emitted) - 1, n_ctx - n_past - 1)
+                draft = np.empty(0, dtype=np.int32)
+                if k > 0 and engine._rollback_ok:
+                    t0 = time.perf_counter()
+                    draft = predictor.predict(k)
+                    stats.time_predictor_s += time.perf_counter() - t0
+                    size = len(draft) + 1
+                    while not allowed[size]:
+                        size -= 1
+                    draft = draft[: size - 1]
+                k = len(draft)
+                batch.fill(np.concatenate(([nxt], draft)) if k else [nxt], n_past, all_logits=True)
+                t0 = time.perf_counter()
+                _llama.decode(llm, batch)
+                stats.time_decode_s += time.perf_counter() - t0
+                stats.forward_passes += 1
+                stats.verify_batch_sizes[k + 1] = stats.verify_batch_sizes.get(k + 1, 0) + 1
+                # Argmax row by row, stopping at the first mismatch: rows after a
+                # rejection are never needed, and each row is n_vocab floats.
+                rows = _llama.output_logits(llm, k + 1)
+                targets = [int(np.argmax(rows[0]))]
+                m = 0
+                while m < k and draft[m] == targets[m]:
+                    m += 1
+                    targets.append(int(np.argmax(rows[m])))
+                if k:
+                    stats.record_draft(k, m)
+                kv.append(nxt)
+                kv.extend(int(t) for t in draft[:m])
+                n_past += 1 + m
+                if m < k and not _llama.remove_from(llm, n_past):
+                    self._recover_without_rollback(kv)
+                accepted = targets
+                start = len(emitted)
+                for i, tok in enumerate(accepted):
+                    done = emit(tok)
+                    if done:
+                        stats.stopped_inside_draft = i < m
+                        break
+                t0 = time.perf_counter()
+                predictor.update_batch(emitted[start:])
+                stats.time_predictor_s += time.perf_counter() - t0
+                nxt = accepted[-1]
+                if len(emitted) > start:
+                    yield emitted[start:]
+        finally:
+            # Keep Llama's bookkeeping true to the cache so it stays usable.
+            llm.input_ids[:n_past] = kv[:n_past]
+            llm.n_tokens = n_past
+            llm._requires_eval = True
+            stats.generated_tokens = len(emitted)
+            stats.time_total_s = time.perf_counter() - t_start
+            if not self.stops:
+                text = llm.detokenize(emitted, prev_tokens=prompt_tokens)
+            self.result = Generation(emitted, text.decode("utf-8", errors="ignore"), finish, stats)
+
+    def _recover_without_rollback(self, kv: list[int]) -> None:
+        """llama.cpp refused to drop the rejected tail: rebuild the cache from the
+        accepted tokens and decode plainly from now on, rather than go on wrong."""
+        engine, llm = self.engine, self.engine.llm
+        warnings.warn("KV cache rollback failed; re-evaluating and decoding plainly from here",
+                      RuntimeWarning, stacklevel=3)
+        engine._rollback_ok = False
+        _llama.clear_memory(llm)
+        llm.eval(kv)

@@ -1,0 +1,68 @@
+"""Per-generation statistics: what speculation did and where the time went."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    prefill_tokens: int = 0          # prompt tokens actually decoded (the rest came from the cache)
+    forward_passes: int = 0          # llama_decode calls after prefill (verify or plain)
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    drafted_by_position: list[int] = field(default_factory=list)
+    accepted_by_position: list[int] = field(default_factory=list)
+    verify_batch_sizes: dict[int, int] = field(default_factory=dict)  # batch size -> passes
+    stopped_inside_draft: bool = False  # the last token came from an accepted draft, not the bonus
+    time_prefill_s: float = 0.0
+    time_decode_s: float = 0.0       # inside llama_decode after prefill
+    time_predictor_s: float = 0.0    # NGramPredictor.update/predict
+    time_total_s: float = 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else 0.0
+
+    @property
+    def tokens_per_forward(self) -> float:
+        """Generated tokens per forward pass; the first token comes from prefill."""
+        return self.generated_tokens / self.forward_passes if self.forward_passes else float(self.generated_tokens)
+
+    @property
+    def acceptance_by_position(self) -> list[float]:
+        return [a / d if d else 0.0 for a, d in zip(self.accepted_by_position, self.drafted_by_position)]
+
+    @property
+    def time_other_s(self) -> float:
+        return max(0.0, self.time_total_s - self.time_prefill_s - self.time_decode_s - self.time_predictor_s)
+
+    @property
+    def overhead_per_step_ms(self) -> float:
+        """Engine time outside llama_decode and prefill, per forward pass."""
+        steps = max(1, self.forward_passes)
+        return (self.time_predictor_s + self.time_other_s) / steps * 1e3
+
+    def record_draft(self, drafted: int, accepted: int) -> None:
+        while len(self.drafted_by_position) < drafted:
+            self.drafted_by_position.append(0)
+            self.accepted_by_position.append(0)
+        for i in range(drafted):
+            self.drafted_by_position[i] += 1
+            if i < accepted:
+                self.accepted_by_position[i] += 1
+        self.drafted_tokens += drafted
+        self.accepted_tokens += accepted
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(
+            acceptance_rate=self.acceptance_rate,
+            tokens_per_forward=self.tokens_per_forward,
+            acceptance_by_position=self.acceptance_by_position,
+            time_other_s=self.time_other_s,
+            overhead_per_step_ms=self.overhead_per_step_ms,
+        )
+        return d

@@ -31,6 +31,12 @@ def context_of(llm: Any) -> Any:
     return ctx
 
 
+def usable_n_ctx(llm: Any) -> int:
+    """llama.cpp may round n_ctx up (to 256) while Llama sizes its token
+    bookkeeping by the n_ctx the user asked for; stay within both."""
+    return min(llm.n_ctx(), len(llm.input_ids))
+
+
 def can_roll_back(llm: Any) -> bool:
     """Recurrent and hybrid models keep state that a KV range removal cannot undo."""
     llama_cpp = llama_cpp_module()

@@ -170,9 +170,9 @@ class _Run:
                 raise TypeError("stop must be a str or a list of str")
             stops = [s.encode("utf-8") for s in stop_list if s]
         self.prompt_tokens = prompt_tokens_for(llm, prompt)
-        if not self.prompt_tokens:
+        if not self.prompt_tokens or (isinstance(prompt, str) and not prompt):
             raise ValueError("prompt is empty: give at least one token")
-        n_ctx = llm.n_ctx()
+        n_ctx = _llama.usable_n_ctx(llm)
         if len(self.prompt_tokens) >= n_ctx:
             raise ValueError(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {n_ctx}")
         self.engine = engine
@@ -219,7 +219,7 @@ class _Run:
         predictor, batch = engine.predictor, engine._batch
         vocab = llm._model.vocab
         llama_cpp = _llama.llama_cpp_module()
-        n_ctx = llm.n_ctx()
+        n_ctx = _llama.usable_n_ctx(llm)
 
         t0 = time.perf_counter()
         self._prefill(stats)

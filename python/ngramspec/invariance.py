@@ -85,8 +85,8 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
     need = prefix_tokens + max_batch
     if len(tokens) < need:
         raise ValueError(f"need at least {need} probe tokens, got {len(tokens)}")
-    if need > llm.n_ctx():
-        raise ValueError(f"n_ctx {llm.n_ctx()} is too small for a probe of {need} tokens")
+    if need > _llama.usable_n_ctx(llm):
+        raise ValueError(f"n_ctx {_llama.usable_n_ctx(llm)} is too small for a probe of {need} tokens")
     prefix, probe = tokens[:prefix_tokens], tokens[prefix_tokens:need]
 
     batch = _llama.Batch(max(max_batch, prefix_tokens))

@@ -116,6 +116,15 @@ std::vector<std::int32_t> tokens_from_object(py::handle obj) {
     throw py::type_error("tokens must have an integer dtype, got " + std::string(py::str(array.dtype())));
 }
 
+std::size_t checked_predict_count(py::handle n) {
+    const long long count = integer_from_object(n, "n");
+    if (count < 0) throw py::value_error("n must be >= 0, got " + std::string(py::str(n)));
+    if (count > kMaxPredict) {
+        throw py::value_error("n must be at most " + std::to_string(kMaxPredict) + ", got " + std::string(py::str(n)));
+    }
+    return static_cast<std::size_t>(count);
+}
+
 py::array_t<std::int32_t> to_numpy(const std::vector<std::int32_t>& tokens) {
     py::array_t<std::int32_t> out(static_cast<py::ssize_t>(tokens.size()));
     if (!tokens.empty()) std::memcpy(out.mutable_data(), tokens.data(), tokens.size() * sizeof(std::int32_t));
@@ -176,21 +185,30 @@ It stops at the first step where no order has a continuation.
         .def(
             "predict",
             [](const Predictor& self, py::handle n) {
-                const long long count = integer_from_object(n, "n");
-                if (count < 0) throw py::value_error("n must be >= 0, got " + std::string(py::str(n)));
-                if (count > kMaxPredict) {
-                    throw py::value_error("n must be at most " + std::to_string(kMaxPredict) + ", got " +
-                                          std::string(py::str(n)));
-                }
+                const std::size_t count = checked_predict_count(n);
                 std::vector<std::int32_t> draft;
                 {
                     py::gil_scoped_release release;
                     std::lock_guard<std::mutex> lock(self.mutex);
-                    self.core.predict(static_cast<std::size_t>(count), draft);
+                    self.core.predict(count, draft);
                 }
                 return to_numpy(draft);
             },
             py::arg("n"), "Up to n chained draft tokens (numpy int32), possibly none.")
+        .def(
+            "predict_with_orders",
+            [](const Predictor& self, py::handle n) {
+                const std::size_t count = checked_predict_count(n);
+                std::vector<std::int32_t> draft, orders;
+                {
+                    py::gil_scoped_release release;
+                    std::lock_guard<std::mutex> lock(self.mutex);
+                    self.core.predict(count, draft, &orders);
+                }
+                return py::make_tuple(to_numpy(draft), to_numpy(orders));
+            },
+            py::arg("n"),
+            "Like predict(n), plus the order (n-gram length) that produced each draft token.")
         .def("reset",
              [](Predictor& self) {
                  std::lock_guard<std::mutex> lock(self.mutex);

@@ -60,8 +60,10 @@ void NGramPredictor::update_batch(const std::int32_t* tokens, std::size_t count)
     for (std::size_t i = 0; i < count; ++i) update(tokens[i]);
 }
 
-std::size_t NGramPredictor::predict(std::size_t max_tokens, std::vector<std::int32_t>& out) const {
+std::size_t NGramPredictor::predict(std::size_t max_tokens, std::vector<std::int32_t>& out,
+                                    std::vector<std::int32_t>* orders) const {
     out.clear();
+    if (orders != nullptr) orders->clear();
     if (max_tokens == 0 || total_ == 0) return 0;
     // The tentative context: the tail of the history, then our own guesses.
     std::vector<std::int32_t> context;
@@ -70,16 +72,17 @@ std::size_t NGramPredictor::predict(std::size_t max_tokens, std::vector<std::int
     for (std::int64_t pos = total_ - have; pos < total_; ++pos) context.push_back(at(pos));
     while (out.size() < max_tokens) {
         std::int32_t next = 0;
-        bool found = false;
-        for (int order = max_order_; order >= min_order_ && !found; --order) {
+        int matched = 0;
+        for (int order = max_order_; order >= min_order_ && matched == 0; --order) {
             const auto length = static_cast<std::size_t>(order - 1);
             if (context.size() < length) continue;
             const std::uint64_t key = fnv1a_tokens(context.data() + context.size() - length, length);
-            found = tables_[static_cast<std::size_t>(order - min_order_)].best(key, &next);
+            if (tables_[static_cast<std::size_t>(order - min_order_)].best(key, &next)) matched = order;
         }
-        if (!found) break;
+        if (matched == 0) break;
         context.push_back(next);
         out.push_back(next);
+        if (orders != nullptr) orders->push_back(matched);
     }
     return out.size();
 }

@@ -36,7 +36,10 @@ public:
     // At each step the longest order whose context has a continuation wins, and
     // within it the most frequent continuation; equal counts go to the one seen
     // most recently. Drafting stops at the first step where no order matches.
-    std::size_t predict(std::size_t max_tokens, std::vector<std::int32_t>& out) const;
+    // orders: when given, receives the order that produced each draft token, the
+    //   engine's signal of how far to trust it.
+    std::size_t predict(std::size_t max_tokens, std::vector<std::int32_t>& out,
+                        std::vector<std::int32_t>* orders = nullptr) const;
 
     void reset();
 

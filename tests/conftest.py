@@ -36,3 +36,12 @@ def engine(llm, invariance):
 
     llm.reset()
     return SpeculativeEngine(llm, invariance=invariance)
+
+
+@pytest.fixture()
+def eager_engine(llm, invariance):
+    """Verifies every draft token offered, so tests can count on drafts."""
+    from ngramspec import SpeculativeEngine
+
+    llm.reset()
+    return SpeculativeEngine(llm, invariance=invariance, adaptive=False)

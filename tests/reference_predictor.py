@@ -50,9 +50,13 @@ class ReferencePredictor:
         return tables
 
     def predict(self, n: int) -> list[int]:
+        return self.predict_with_orders(n)[0]
+
+    def predict_with_orders(self, n: int) -> tuple[list[int], list[int]]:
         tables = self.tables()
         context = self.history[-(self.max_order - 1):] if self.history else []
         out: list[int] = []
+        orders: list[int] = []
         while len(out) < n:
             choice = None
             for order in range(self.max_order, self.min_order - 1, -1):
@@ -62,12 +66,13 @@ class ReferencePredictor:
                 if conts:
                     # most frequent, then most recent
                     choice = max(conts.items(), key=lambda kv: (kv[1][0], kv[1][1]))[0]
+                    orders.append(order)
                     break
             if choice is None:
                 break
             context.append(choice)
             out.append(choice)
-        return out
+        return out, orders
 
     def table_sizes(self) -> dict[int, int]:
         return {order: len(t) for order, t in self.tables().items()}

@@ -27,7 +27,8 @@ def plain_tokens(llm, prompt, limit):
     return out
 
 
-def test_rollback_leaves_no_rejected_draft_in_the_cache(llm, engine, smollm2_path):
+def test_rollback_leaves_no_rejected_draft_in_the_cache(llm, eager_engine, smollm2_path):
+    engine = eager_engine
     prompt = PROMPTS["prose"]
     llm.reset()
     gen = engine.generate(prompt, max_tokens=60)
@@ -57,9 +58,9 @@ def test_rollback_leaves_no_rejected_draft_in_the_cache(llm, engine, smollm2_pat
     assert np.array_equal(ours.view(np.uint32), ref.view(np.uint32))
 
 
-def test_eos_inside_an_accepted_draft_ends_generation(llm, engine):
+def test_eos_inside_an_accepted_draft_ends_generation(llm, eager_engine):
     llm.reset()
-    gen = engine.generate(OK_CHAT, max_tokens=20)
+    gen = eager_engine.generate(OK_CHAT, max_tokens=20)
     assert gen.finish_reason == "stop"
     assert gen.stats.stopped_inside_draft, "the end-of-generation token should arrive inside a draft"
     assert all(not llama_cpp.llama_vocab_is_eog(llm._model.vocab, t) for t in gen.tokens)
@@ -69,7 +70,8 @@ def test_eos_inside_an_accepted_draft_ends_generation(llm, engine):
     assert gen.text == plain["choices"][0]["text"] == "OK."
 
 
-def test_stop_string_across_a_draft_boundary(llm, engine):
+def test_stop_string_across_a_draft_boundary(llm, eager_engine):
+    engine = eager_engine
     prompt = PROMPTS["repetitive"]
     llm.reset()
     # Find a pass that accepted a long draft, and a stop string that spans two of
@@ -120,7 +122,7 @@ def test_generation_stops_at_a_full_context(smollm2_path, invariance):
 def test_batches_respect_n_batch_and_n_ubatch(smollm2_path, invariance):
     small = llama_cpp.Llama(smollm2_path, n_ctx=512, n_batch=4, n_ubatch=4, seed=0, verbose=False)
     try:
-        eng = SpeculativeEngine(small, invariance=invariance)
+        eng = SpeculativeEngine(small, invariance=invariance, adaptive=False)
         assert eng.max_draft == 3
         gen = eng.generate(PROMPTS["repetitive"], max_tokens=40)
         assert max(gen.stats.verify_batch_sizes) <= 4

@@ -31,8 +31,10 @@ def plain_results(llm):
     return {name: plain_greedy(llm, p, 128) for name, p in PROMPTS.items()}
 
 
+@pytest.mark.parametrize("adaptive", [True, False], ids=["adaptive", "eager"])
 @pytest.mark.parametrize("name", sorted(PROMPTS))
-def test_identity_with_plain_greedy(llm, engine, plain_results, name):
+def test_identity_with_plain_greedy(llm, invariance, plain_results, name, adaptive):
+    engine = SpeculativeEngine(llm, invariance=invariance, adaptive=adaptive)
     plain_tokens, plain_text, plain_finish = plain_results[name]
     drafted = 0
     for max_tokens in MAX_TOKENS:

@@ -34,7 +34,7 @@ def test_report_summaries():
 
 def test_exact_mode_never_uses_a_non_invariant_size(llm):
     bad = {3, 4, 5, 6}
-    eng = SpeculativeEngine(llm, invariance=fake_report(bad))
+    eng = SpeculativeEngine(llm, invariance=fake_report(bad), adaptive=False)
     llm.reset()
     gen = eng.generate(PROMPTS["repetitive"], max_tokens=64)
     used = set(gen.stats.verify_batch_sizes)
@@ -55,7 +55,7 @@ def test_exact_mode_decodes_plainly_when_nothing_is_invariant(llm):
 
 
 def test_inexact_mode_ignores_the_report(llm):
-    eng = SpeculativeEngine(llm, exact=False, invariance=fake_report(set(range(2, 18))))
+    eng = SpeculativeEngine(llm, exact=False, invariance=fake_report(set(range(2, 18))), adaptive=False)
     llm.reset()
     gen = eng.generate(PROMPTS["repetitive"], max_tokens=32)
     assert max(gen.stats.verify_batch_sizes) > 1

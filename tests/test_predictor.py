@@ -24,6 +24,7 @@ def test_akunu_worked_example_chains_the_draft():
     p = NGramPredictor()
     p.update_batch(ids)
     assert [names[int(t)] for t in p.predict(4)] == ["on", "the", "mat", "."]
+    assert p.predict_with_orders(4)[1].tolist() == [4, 4, 4, 4]
     assert p.predict(4).dtype == np.int32
 
 
@@ -158,7 +159,9 @@ def test_matches_reference(orders, window, tokens, chunks, n):
     assert ours.history.tolist() == ref.history
     assert ours.table_sizes == ref.table_sizes()
     assert ours.table_entries == ref.table_entries()
-    assert ours.predict(n).tolist() == ref.predict(n)
+    draft, used = ours.predict_with_orders(n)
+    ref_draft, ref_used = ref.predict_with_orders(n)
+    assert (draft.tolist(), used.tolist()) == (ref_draft, ref_used)
 
 
 def test_memory_is_bounded_after_a_million_updates():

@@ -23,9 +23,12 @@ import numpy as np
 from . import _llama
 from ._core import NGramPredictor
 from .invariance import InvarianceReport, check_batch_invariance
+from .policy import CostAwarePolicy
 from .stats import GenerationStats
 
 __all__ = ["DEFAULT_MAX_DRAFT", "Generation", "SpeculativeEngine", "prompt_tokens_for"]
+
+_EMPTY = np.empty(0, dtype=np.int32)
 
 # Chosen by measurement on SmolLM2-135M (bench/results/max_draft.md): longer
 # drafts cost more per verify than their extra accepted tokens return.
@@ -80,12 +83,14 @@ class SpeculativeEngine:
         users who accept floating-point drift in exchange for speed.
     invariance: a report from ``check_batch_invariance`` to use instead of
         measuring one on the first generation (which clears the KV cache once).
+    adaptive: choose each draft's length by expected tokens per unit of verify
+        time (``CostAwarePolicy``); False verifies every draft token offered.
     min_order, max_order, window: passed to ``NGramPredictor``.
     """
 
     def __init__(self, llm: Any, *, max_draft: int = DEFAULT_MAX_DRAFT, exact: bool = True,
-                 invariance: InvarianceReport | None = None, min_order: int = 2, max_order: int = 4,
-                 window: int = 512) -> None:
+                 invariance: InvarianceReport | None = None, adaptive: bool = True, min_order: int = 2,
+                 max_order: int = 4, window: int = 512) -> None:
         _llama.context_of(llm)
         if isinstance(max_draft, bool) or not isinstance(max_draft, (int, np.integer)):
             raise TypeError(f"max_draft must be an int, got {type(max_draft).__name__}")
@@ -105,6 +110,7 @@ class SpeculativeEngine:
             warnings.warn("this model's cache cannot be rolled back (recurrent or hybrid); "
                           "ngramspec decodes it plainly", RuntimeWarning, stacklevel=2)
         self._batch = _llama.Batch(self.max_draft + 1)
+        self.policy = CostAwarePolicy(self.max_draft + 1) if adaptive else None
 
     # -- batch sizes -----------------------------------------------------
     def _allowed_sizes(self) -> np.ndarray:
@@ -216,7 +222,7 @@ class _Run:
         stats = GenerationStats(prompt_tokens=len(self.prompt_tokens))
         t_start = time.perf_counter()
         allowed = engine._allowed_sizes()  # may run the invariance check (clears the cache)
-        predictor, batch = engine.predictor, engine._batch
+        predictor, batch, policy = engine.predictor, engine._batch, engine.policy
         vocab = llm._model.vocab
         llama_cpp = _llama.llama_cpp_module()
         n_ctx = _llama.usable_n_ctx(llm)
@@ -270,20 +276,24 @@ class _Run:
             while not done:
                 # How many draft tokens may ride along with `nxt` in this pass.
                 k = min(engine.max_draft, max_tokens - len(emitted) - 1, n_ctx - n_past - 1)
-                draft = np.empty(0, dtype=np.int32)
+                draft = orders = _EMPTY
                 if k > 0 and engine._rollback_ok:
                     t0 = time.perf_counter()
-                    draft = predictor.predict(k)
+                    draft, orders = predictor.predict_with_orders(k)
                     stats.time_predictor_s += time.perf_counter() - t0
-                    size = len(draft) + 1
-                    while not allowed[size]:
-                        size -= 1
+                    if policy is not None:
+                        size = policy.choose(orders, allowed) + 1
+                    else:
+                        size = len(draft) + 1
+                        while not allowed[size]:
+                            size -= 1
                     draft = draft[: size - 1]
                 k = len(draft)
                 batch.fill(np.concatenate(([nxt], draft)) if k else [nxt], n_past, all_logits=True)
                 t0 = time.perf_counter()
                 _llama.decode(llm, batch)
-                stats.time_decode_s += time.perf_counter() - t0
+                t_verify = time.perf_counter() - t0
+                stats.time_decode_s += t_verify
                 stats.forward_passes += 1
                 stats.verify_batch_sizes[k + 1] = stats.verify_batch_sizes.get(k + 1, 0) + 1
                 # Argmax row by row, stopping at the first mismatch: rows after a
@@ -296,6 +306,8 @@ class _Run:
                     targets.append(int(np.argmax(rows[m])))
                 if k:
                     stats.record_draft(k, m)
+                if policy is not None:
+                    policy.observe(k + 1, t_verify, orders, m)
                 kv.append(nxt)
                 kv.extend(int(t) for t in draft[:m])
                 n_past += 1 + m

@@ -1,0 +1,48 @@
+"""CostAwarePolicy: drafts when it pays, falls back to plain decoding when not."""
+from __future__ import annotations
+
+import numpy as np
+
+from ngramspec.policy import CostAwarePolicy
+
+ALL = np.ones(10, dtype=bool)
+
+
+def test_drafts_long_when_acceptance_is_high():
+    p = CostAwarePolicy(9)
+    p.acceptance[:] = 0.99
+    assert p.choose(np.array([4] * 8, dtype=np.int32), ALL) == 8
+
+
+def test_refuses_when_acceptance_is_low_then_probes():
+    p = CostAwarePolicy(9, probe_every=4)
+    p.acceptance[:] = 0.2
+    orders = np.array([2, 2, 2], dtype=np.int32)
+    assert [p.choose(orders, ALL) for _ in range(4)] == [0, 0, 0, 1]
+
+
+def test_no_draft_offered_means_plain():
+    assert CostAwarePolicy(9).choose(np.empty(0, dtype=np.int32), ALL) == 0
+
+
+def test_respects_allowed_sizes():
+    p = CostAwarePolicy(9)
+    p.acceptance[:] = 0.99
+    allowed = ALL.copy()
+    allowed[5:] = False  # batches of 5+ tokens are not allowed
+    assert p.choose(np.array([4] * 8, dtype=np.int32), allowed) == 3
+
+
+def test_trusts_orders_separately():
+    p = CostAwarePolicy(9)
+    p.acceptance[2], p.acceptance[4] = 0.1, 0.95
+    assert p.choose(np.array([4, 4, 4, 2, 2], dtype=np.int32), ALL) == 3
+
+
+def test_observe_learns_acceptance_and_cost():
+    p = CostAwarePolicy(9, alpha=0.5)
+    p.observe(4, 0.03, np.array([3, 3, 3], dtype=np.int32), accepted=1)
+    assert p.acceptance[3] == 0.375  # a hit (0.5 -> 0.75), then a miss (-> 0.375), then nothing
+    p.observe(1, 0.01, np.empty(0, dtype=np.int32), accepted=0)
+    assert abs(p.relative_cost(4) - 3.0) < 1e-9
+    assert p.relative_cost(2) == p.prior[2]

@@ -40,9 +40,12 @@ def test_trusts_orders_separately():
 
 
 def test_observe_learns_acceptance_and_cost():
-    p = CostAwarePolicy(9, alpha=0.5)
+    p = CostAwarePolicy(9, alpha=0.5, prior_slope=0.4, prior_accept=0.5)
     p.observe(4, 0.03, np.array([3, 3, 3], dtype=np.int32), accepted=1)
     assert p.acceptance[3] == 0.375  # a hit (0.5 -> 0.75), then a miss (-> 0.375), then nothing
+    assert p.slope == 0.4  # no single-token timing yet, so nothing to compare with
     p.observe(1, 0.01, np.empty(0, dtype=np.int32), accepted=0)
-    assert abs(p.relative_cost(4) - 3.0) < 1e-9
-    assert p.relative_cost(2) == p.prior[2]
+    p.observe(5, 0.03, np.array([4, 4, 4, 4], dtype=np.int32), accepted=4)
+    assert abs(p.slope - (0.4 + 0.5 * (0.5 - 0.4))) < 1e-9  # observed slope (3 - 1) / 4
+    assert abs(p.relative_cost(3) - (1 + 2 * p.slope)) < 1e-12
+    assert p.acceptance[4] > 0.9

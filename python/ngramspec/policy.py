@@ -6,8 +6,10 @@ likely to be accepted. The policy keeps:
   * acceptance: for each n-gram order, an exponential moving average of how
     often a draft token of that order was accepted, given that the tokens
     before it were;
-  * cost: a moving average of llama_decode time for each batch size, relative
-    to a single token (a linear prior until sizes have been seen).
+  * cost: a linear model, time(B) = time(1) * (1 + slope * (B - 1)), whose
+    slope is a moving average over every verify pass timed so far. Measured
+    curves are close to linear (FACTS.md; bench/results), and one slope pools
+    all sizes, so a single noisy timing cannot steer the choice.
 It picks the k that maximises expected tokens per unit of verify time, where
 k = 0 (a plain one-token decode, ratio 1) is always a candidate, so on text it
 cannot predict it falls back to plain decoding. A rare probe (k = 1 once every
@@ -31,21 +33,18 @@ class CostAwarePolicy:
     alpha: weight of the newest observation in the moving averages.
     probe_every: after this many refusals to draft, verify one token anyway."""
 
-    def __init__(self, max_batch: int, *, prior_slope: float = 0.4, prior_accept: float = 0.5,
+    def __init__(self, max_batch: int, *, prior_slope: float = 0.4, prior_accept: float = 0.35,
                  alpha: float = 0.1, probe_every: int = 16) -> None:
         self.max_batch = max_batch
-        self.prior = 1.0 + prior_slope * (np.arange(max_batch + 1) - 1.0)
-        self.seconds = np.full(max_batch + 1, math.nan)
+        self.slope = prior_slope
+        self.single_seconds = math.nan  # moving average of a one-token decode
         self.acceptance = np.full(_MAX_ORDER + 1, prior_accept)
         self.alpha = alpha
         self.probe_every = probe_every
         self._refusals = 0
 
     def relative_cost(self, batch: int) -> float:
-        t1, tb = self.seconds[1], self.seconds[batch]
-        if math.isnan(t1) or math.isnan(tb):
-            return float(self.prior[batch])
-        return float(tb / t1)
+        return 1.0 + self.slope * (batch - 1)
 
     def choose(self, orders: np.ndarray, allowed: np.ndarray) -> int:
         """Number of draft tokens to verify, given each offered token's order and
@@ -71,12 +70,17 @@ class CostAwarePolicy:
         return best_k
 
     def observe(self, batch: int, seconds: float, orders: np.ndarray, accepted: int) -> None:
-        old = self.seconds[batch]
-        self.seconds[batch] = seconds if math.isnan(old) else old + self.alpha * (seconds - old)
+        a = self.alpha
+        if batch == 1:
+            t1 = self.single_seconds
+            self.single_seconds = seconds if math.isnan(t1) else t1 + a * (seconds - t1)
+        elif not math.isnan(self.single_seconds):
+            slope = (seconds / self.single_seconds - 1.0) / (batch - 1)
+            self.slope += a * (min(max(slope, 0.0), 2.0) - self.slope)
         for i in range(min(len(orders), batch - 1)):
             o = orders[i]
             hit = i < accepted
-            self.acceptance[o] += self.alpha * ((1.0 if hit else 0.0) - self.acceptance[o])
+            self.acceptance[o] += a * ((1.0 if hit else 0.0) - self.acceptance[o])
             if not hit:
                 break
 

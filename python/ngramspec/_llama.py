@@ -71,6 +71,7 @@ class Batch:
         self.token = np.ctypeslib.as_array(self.batch.token, shape=(capacity,))
         self.pos = np.ctypeslib.as_array(self.batch.pos, shape=(capacity,))
         self.logits = np.ctypeslib.as_array(self.batch.logits, shape=(capacity,))
+        self._offsets = np.arange(capacity, dtype=np.int32)
         n_seq = np.ctypeslib.as_array(self.batch.n_seq_id, shape=(capacity,))
         n_seq[:] = 1
         for i in range(capacity):
@@ -81,10 +82,20 @@ class Batch:
         if n > self.capacity:
             raise ValueError(f"batch of {n} tokens exceeds capacity {self.capacity}")
         self.token[:n] = tokens
-        self.pos[:n] = np.arange(start_pos, start_pos + n, dtype=np.int32)
+        np.add(self._offsets[:n], start_pos, out=self.pos[:n])
         self.logits[:n] = 1 if all_logits else 0
         self.logits[n - 1] = 1
         self.batch.n_tokens = n
+
+    def fill_verify(self, first: int, draft: np.ndarray, start_pos: int) -> int:
+        """[first, draft...] at start_pos.., logits on every row; returns the size."""
+        n = len(draft) + 1
+        self.token[0] = first
+        self.token[1:n] = draft
+        np.add(self._offsets[:n], start_pos, out=self.pos[:n])
+        self.logits[:n] = 1
+        self.batch.n_tokens = n
+        return n
 
     def close(self) -> None:
         if self.batch is not None:

@@ -289,7 +289,7 @@ class _Run:
                             size -= 1
                     draft = draft[: size - 1]
                 k = len(draft)
-                batch.fill(np.concatenate(([nxt], draft)) if k else [nxt], n_past, all_logits=True)
+                batch.fill_verify(nxt, draft, n_past)
                 t0 = time.perf_counter()
                 _llama.decode(llm, batch)
                 t_verify = time.perf_counter() - t0

@@ -52,14 +52,11 @@ class CostAwarePolicy:
         if len(orders) == 0:
             return 0
         reach = np.cumprod(self.acceptance[orders])  # P(draft tokens 0..i all accepted)
-        expected = 1.0 + np.cumsum(reach)
-        best_k, best_score = 0, 1.0
-        for k in range(1, len(orders) + 1):
-            if not allowed[k + 1]:
-                continue
-            score = expected[k - 1] / self.relative_cost(k + 1)
-            if score > best_score:
-                best_k, best_score = k, score
+        ks = np.arange(1, len(orders) + 1)
+        score = (1.0 + np.cumsum(reach)) / (1.0 + self.slope * ks)
+        score[~allowed[2:len(orders) + 2]] = 0.0
+        best = int(np.argmax(score))
+        best_k = best + 1 if score[best] > 1.0 else 0
         if best_k == 0:
             self._refusals += 1
             if self._refusals >= self.probe_every and allowed[2]:

@@ -63,7 +63,15 @@ def test_identity_when_reusing_the_cache(llm, engine, plain_results):
     assert plain["choices"][0]["text"] == first.text
 
 
-def test_engine_speculates_and_saves_forward_passes(llm, engine):
+def test_adaptive_engine_learns_to_draft_on_predictable_text(llm, engine):
+    llm.reset()
+    gen = engine.generate(PROMPTS["list"], max_tokens=128)
+    assert gen.stats.tokens_per_forward > 1.5
+    assert gen.stats.acceptance_rate > 0.5
+
+
+def test_engine_speculates_and_saves_forward_passes(llm, eager_engine):
+    engine = eager_engine
     llm.reset()
     gen = engine.generate(PROMPTS["repetitive"], max_tokens=64)
     s = gen.stats

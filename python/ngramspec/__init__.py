@@ -12,6 +12,9 @@ __all__ = [
     "GenerationStats",
     "InvarianceReport",
     "check_batch_invariance",
+    "SpeculativeLlama",
+    "wrap",
+    "NGramDraftModel",
     "__version__",
 ]
 
@@ -22,6 +25,9 @@ _LAZY = {
     "InvarianceReport": "invariance",
     "check_batch_invariance": "invariance",
     "GenerationStats": "stats",
+    "SpeculativeLlama": "wrapper",
+    "wrap": "wrapper",
+    "NGramDraftModel": "draft_model",
 }
 
 

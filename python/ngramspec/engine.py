@@ -41,6 +41,7 @@ class Generation:
     text: str
     finish_reason: str  # "stop" (end-of-generation token or stop string) or "length"
     stats: GenerationStats
+    eog_token: int | None = None  # the end-of-generation token that ended it, never emitted
 
 
 def prompt_tokens_for(llm: Any, prompt: str | Sequence[int]) -> list[int]:
@@ -84,12 +85,14 @@ class SpeculativeEngine:
     invariance: a report from ``check_batch_invariance`` to use instead of
         measuring one on the first generation (which clears the KV cache once).
     adaptive: choose each draft's length by expected tokens per unit of verify
-        time (``CostAwarePolicy``); False verifies every draft token offered.
+        time (``CostAwarePolicy``); False verifies every draft token offered; a
+        ``CostAwarePolicy`` instance uses that policy.
     min_order, max_order, window: passed to ``NGramPredictor``.
     """
 
     def __init__(self, llm: Any, *, max_draft: int = DEFAULT_MAX_DRAFT, exact: bool = True,
-                 invariance: InvarianceReport | None = None, adaptive: bool = True, min_order: int = 2,
+                 invariance: InvarianceReport | None = None, adaptive: bool | CostAwarePolicy = True,
+                 min_order: int = 2,
                  max_order: int = 4, window: int = 512) -> None:
         _llama.context_of(llm)
         if isinstance(max_draft, bool) or not isinstance(max_draft, (int, np.integer)):
@@ -110,7 +113,10 @@ class SpeculativeEngine:
             warnings.warn("this model's cache cannot be rolled back (recurrent or hybrid); "
                           "ngramspec decodes it plainly", RuntimeWarning, stacklevel=2)
         self._batch = _llama.Batch(self.max_draft + 1)
-        self.policy = CostAwarePolicy(self.max_draft + 1) if adaptive else None
+        if isinstance(adaptive, CostAwarePolicy):
+            self.policy: CostAwarePolicy | None = adaptive
+        else:
+            self.policy = CostAwarePolicy(self.max_draft + 1) if adaptive else None
 
     # -- batch sizes -----------------------------------------------------
     def _allowed_sizes(self) -> np.ndarray:
@@ -136,30 +142,38 @@ class SpeculativeEngine:
 
     # -- generation ------------------------------------------------------
     def generate(self, prompt: str | Sequence[int], max_tokens: int | None = 16,
-                 stop: str | Sequence[str] | None = None) -> Generation:
+                 stop: str | Sequence[str] | None = None, stopping_criteria: Any = None) -> Generation:
         """Greedy completion of ``prompt``.
 
         max_tokens: most tokens to generate, >= 1; None fills the context.
         stop: string(s) that end generation; the text stops before them.
+        stopping_criteria: a callable (input_ids, logits) -> bool, called as
+            llama-cpp-python calls it: before a token is emitted, with the
+            tokens before it and the logits that chose it; True ends generation
+            without that token.
         """
         tokens: list[int] = []
-        run = self.stream(prompt, max_tokens=max_tokens, stop=stop)
+        run = self.stream(prompt, max_tokens=max_tokens, stop=stop, stopping_criteria=stopping_criteria)
         for chunk in run:
             tokens.extend(chunk)
         return run.result  # type: ignore[attr-defined]
 
     def stream(self, prompt: str | Sequence[int], max_tokens: int | None = 16,
-               stop: str | Sequence[str] | None = None) -> "_Run":
+               stop: str | Sequence[str] | None = None, stopping_criteria: Any = None) -> "_Run":
         """Like ``generate``, but yields lists of newly emitted token ids as they are
         accepted; after exhaustion ``.result`` holds the ``Generation``."""
-        return _Run(self, prompt, max_tokens, stop)
+        return _Run(self, prompt, max_tokens, stop, stopping_criteria)
 
 
 class _Run:
     """One generation, as an iterator of emitted-token chunks."""
 
-    def __init__(self, engine: SpeculativeEngine, prompt: Any, max_tokens: Any, stop: Any) -> None:
+    def __init__(self, engine: SpeculativeEngine, prompt: Any, max_tokens: Any, stop: Any,
+                 stopping_criteria: Any = None) -> None:
         llm = engine.llm
+        if stopping_criteria is not None and not callable(stopping_criteria):
+            raise TypeError("stopping_criteria must be callable (input_ids, logits) -> bool")
+        self.stopping_criteria = stopping_criteria
         _llama.context_of(llm)
         if max_tokens is not None:
             if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
@@ -232,7 +246,8 @@ class _Run:
         stats.time_prefill_s = time.perf_counter() - t0
         kv = list(self.prompt_tokens)  # tokens whose keys/values are in the cache
         n_past = len(kv)
-        nxt = int(np.argmax(_llama.last_logits(llm)))
+        first_row = _llama.last_logits(llm)
+        nxt = int(np.argmax(first_row))
 
         t0 = time.perf_counter()
         predictor.reset()
@@ -246,11 +261,18 @@ class _Run:
         longest_stop = max((len(s) for s in stops), default=0)
         prompt_tokens = self.prompt_tokens
 
-        def emit(token: int) -> bool:
+        criteria = self.stopping_criteria
+        eog: list[int] = []
+
+        def emit(token: int, row: np.ndarray) -> bool:
             """Append one token; True when generation must end here."""
             nonlocal text, finish
+            if criteria is not None and criteria(np.array(prompt_tokens + emitted, dtype=np.intc), row):
+                finish = "stop"
+                return True
             if llama_cpp.llama_vocab_is_eog(vocab, token):
                 finish = "stop"
+                eog.append(token)
                 return True
             emitted.append(token)
             if stops:
@@ -268,7 +290,7 @@ class _Run:
             return False
 
         try:
-            done = emit(nxt)
+            done = emit(nxt, first_row)
             t0 = time.perf_counter()
             predictor.update(nxt) if not done else None
             stats.time_predictor_s += time.perf_counter() - t0
@@ -316,7 +338,7 @@ class _Run:
                 accepted = targets
                 start = len(emitted)
                 for i, tok in enumerate(accepted):
-                    done = emit(tok)
+                    done = emit(tok, rows[i])
                     if done:
                         stats.stopped_inside_draft = i < m
                         break
@@ -335,7 +357,8 @@ class _Run:
             stats.time_total_s = time.perf_counter() - t_start
             if not self.stops:
                 text = llm.detokenize(emitted, prev_tokens=prompt_tokens)
-            self.result = Generation(emitted, text.decode("utf-8", errors="ignore"), finish, stats)
+            self.result = Generation(emitted, text.decode("utf-8", errors="ignore"), finish, stats,
+                                     eog[0] if eog else None)
 
     def _recover_without_rollback(self, kv: list[int]) -> None:
         """llama.cpp refused to drop the rejected tail: rebuild the cache from the

@@ -31,10 +31,12 @@ class CostAwarePolicy:
     prior_slope: assumed extra cost per extra batch token, relative to one token.
     prior_accept: initial acceptance estimate for every order.
     alpha: weight of the newest observation in the moving averages.
-    probe_every: after this many refusals to draft, verify one token anyway."""
+    probe_every: after this many refusals to draft, verify one token anyway.
+    learn_cost: update the cost slope from timings (False keeps prior_slope, for
+        reproducible decisions on a machine too noisy to time)."""
 
     def __init__(self, max_batch: int, *, prior_slope: float = 0.4, prior_accept: float = 0.35,
-                 alpha: float = 0.1, probe_every: int = 16) -> None:
+                 alpha: float = 0.1, probe_every: int = 16, learn_cost: bool = True) -> None:
         self.max_batch = max_batch
         self.slope = prior_slope
         self.single_seconds = math.nan  # moving average of a one-token decode
@@ -42,6 +44,7 @@ class CostAwarePolicy:
         self.alpha = alpha
         self.probe_every = probe_every
         self._refusals = 0
+        self.learn_cost = learn_cost
 
     def relative_cost(self, batch: int) -> float:
         return 1.0 + self.slope * (batch - 1)
@@ -71,9 +74,9 @@ class CostAwarePolicy:
         if batch == 1:
             t1 = self.single_seconds
             self.single_seconds = seconds if math.isnan(t1) else t1 + a * (seconds - t1)
-        elif not math.isnan(self.single_seconds):
+        elif self.learn_cost and not math.isnan(self.single_seconds):
             slope = (seconds / self.single_seconds - 1.0) / (batch - 1)
-            self.slope += a * (min(max(slope, 0.0), 2.0) - self.slope)
+            self.slope += a * (min(max(slope, 0.0), 1.0) - self.slope)
         for i in range(min(len(orders), batch - 1)):
             o = orders[i]
             hit = i < accepted

@@ -1,0 +1,167 @@
+"""SpeculativeLlama: drop-in shapes and text, streaming, chat, delegation, refusals."""
+from __future__ import annotations
+
+import llama_cpp
+import numpy as np
+import pytest
+
+import ngramspec
+from ngramspec import NGramDraftModel, SpeculativeLlama
+from prompts import PROMPTS
+
+UNICODE = "Animals in Japanese: cat = 猫, dog = 犬, bird = 鳥, fish = 魚, cat = 猫, dog ="
+
+
+@pytest.fixture()
+def spec(llm, invariance):
+    llm.reset()
+    return ngramspec.wrap(llm, invariance=invariance)
+
+
+def plain(llm, prompt, **kw):
+    llm.reset()
+    out = llm.create_completion(prompt, temperature=0.0, **kw)
+    llm.reset()
+    return out
+
+
+@pytest.mark.parametrize("name", ["list", "json", "code_edit"])
+@pytest.mark.parametrize("kw", [{"max_tokens": 40}, {"max_tokens": 24, "stop": ["\n\n", "grapes"]},
+                                {"max_tokens": 12, "echo": True}])
+def test_completion_matches_llama(llm, spec, name, kw):
+    ref = plain(llm, PROMPTS[name], **kw)
+    out = spec.create_completion(PROMPTS[name], temperature=0.0, **kw)
+    assert set(out) == set(ref) | {"speculative"}
+    assert out["object"] == ref["object"] and out["model"] == ref["model"]
+    assert out["id"].startswith("cmpl-") and isinstance(out["created"], int)
+    assert out["choices"] == ref["choices"]
+    assert out["usage"] == ref["usage"]
+    assert out["speculative"]["used"] is True
+    assert out["speculative"]["generated_tokens"] == out["usage"]["completion_tokens"]
+
+
+def test_call_and_top_k_1_are_greedy(llm, spec):
+    ref = plain(llm, PROMPTS["list"], max_tokens=20)
+    assert spec(PROMPTS["list"], max_tokens=20, temperature=0.0)["choices"] == ref["choices"]
+    llm.reset()
+    out = spec(PROMPTS["list"], max_tokens=20, temperature=0.7, top_k=1)
+    assert out["speculative"]["used"] is True
+    assert out["choices"][0]["text"] == ref["choices"][0]["text"]
+
+
+def test_max_tokens_none_or_zero_fills_the_context(smollm2_path, invariance):
+    small = llama_cpp.Llama(smollm2_path, n_ctx=64, seed=0, verbose=False)
+    try:
+        s = SpeculativeLlama(small, invariance=invariance)
+        for mt in (None, 0, -1):
+            small.reset()
+            out = s.create_completion(PROMPTS["repetitive"], max_tokens=mt, temperature=0.0)
+            assert out["usage"]["total_tokens"] == 64
+            assert out["choices"][0]["finish_reason"] == "length"
+    finally:
+        small.close()
+
+
+@pytest.mark.parametrize("prompt, stop", [(PROMPTS["list"], []), (PROMPTS["repetitive"], ["four, one"]),
+                                          (UNICODE, []), (UNICODE, ["魚, c"])])
+def test_stream_concatenates_to_the_full_text(llm, spec, prompt, stop):
+    whole = spec.create_completion(prompt, max_tokens=48, temperature=0.0, stop=stop)
+    llm.reset()
+    chunks = list(spec.create_completion(prompt, max_tokens=48, temperature=0.0, stop=stop, stream=True))
+    assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+    assert chunks[-1]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
+    assert chunks[-1]["speculative"]["used"] is True
+    assert all("\ufffd" not in c["choices"][0]["text"] for c in chunks)
+    if stop:
+        for s in stop:
+            assert all(s not in c["choices"][0]["text"] for c in chunks)
+    ref = plain(llm, prompt, max_tokens=48, stop=stop)
+    assert whole["choices"][0]["text"] == ref["choices"][0]["text"]
+
+
+def test_stream_really_streams_and_handles_multibyte(llm, spec):
+    chunks = list(spec.create_completion(UNICODE, max_tokens=48, temperature=0.0, stream=True))
+    text = "".join(c["choices"][0]["text"] for c in chunks)
+    assert len(chunks) > 3
+    assert any(ord(ch) > 0x2E80 for ch in text), "the completion should contain CJK characters"
+
+
+def test_chat_completion_end_to_end(llm, spec):
+    messages = [{"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "List three fruits, one per line."}]
+    llm.reset()
+    ref = llm.create_chat_completion(messages, temperature=0.0, max_tokens=40)
+    llm.reset()
+    out = spec.create_chat_completion(messages, temperature=0.0, max_tokens=40)
+    assert out["choices"][0]["message"] == ref["choices"][0]["message"]
+    assert out["choices"][0]["finish_reason"] == ref["choices"][0]["finish_reason"]
+    assert out["object"] == "chat.completion" and out["usage"] == ref["usage"]
+    assert out["speculative"]["used"] is True
+    llm.reset()
+    chunks = list(spec.create_chat_completion(messages, temperature=0.0, max_tokens=40, stream=True))
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    assert text == ref["choices"][0]["message"]["content"]
+
+
+def test_sampled_requests_are_delegated_unchanged(llm, spec):
+    llm.reset()
+    ref = llm.create_completion(PROMPTS["prose"], max_tokens=12, temperature=0.8, seed=42)
+    llm.reset()
+    out = spec.create_completion(PROMPTS["prose"], max_tokens=12, temperature=0.8, seed=42)
+    assert out["choices"] == ref["choices"]
+    assert out["speculative"]["used"] is False and "delegated" in out["speculative"]["reason"]
+
+
+@pytest.mark.parametrize("kw, name", [({"logprobs": 3}, "logprobs"), ({"grammar": object()}, "grammar"),
+                                      ({"logit_bias": {5: 1.0}}, "logit_bias"), ({"suffix": "x"}, "suffix"),
+                                      ({"repeat_penalty": 1.1}, "repeat_penalty"),
+                                      ({"frequency_penalty": 0.5}, "frequency_penalty"),
+                                      ({"logits_processor": [lambda i, s: s]}, "logits_processor"),
+                                      ({"mirostat_mode": 2}, "mirostat_mode")])
+def test_unsupported_greedy_parameters_are_refused_by_name(spec, kw, name):
+    with pytest.raises(NotImplementedError, match=name):
+        spec.create_completion("Hello", max_tokens=4, temperature=0.0, **kw)
+
+
+def test_generate_yields_plain_greedy_tokens(llm, spec):
+    from ngramspec.engine import prompt_tokens_for
+
+    tokens = prompt_tokens_for(llm, PROMPTS["json"])
+    llm.reset()
+    ref = []
+    for t in llm.generate(tokens, temp=0.0):
+        ref.append(t)
+        if len(ref) == 30:
+            break
+    llm.reset()
+    got = []
+    for t in spec.generate(tokens, temp=0.0):
+        got.append(t)
+        if len(got) == 30:
+            break
+    assert got == ref
+
+
+def test_attributes_pass_through(llm, spec):
+    assert spec.tokenize(b"hello") == llm.tokenize(b"hello")
+    assert spec.n_ctx() == llm.n_ctx()
+
+
+def test_ngram_draft_model_interface(smollm2_path):
+    draft = NGramDraftModel(num_pred_tokens=4)
+    ids = np.array([1, 2, 3, 1, 2], dtype=np.intc)
+    assert draft(ids).tolist() == [3, 1, 2, 3]
+    assert draft(np.append(ids, 3).astype(np.intc)).tolist() == [1, 2, 3, 1]  # incremental
+    assert draft(np.array([7, 8, 7], dtype=np.intc)).tolist() == [8, 7, 8, 7]  # a new sequence
+    assert draft(ids).dtype == np.intc
+    with pytest.raises(ValueError):
+        NGramDraftModel(num_pred_tokens=-1)
+    with pytest.raises(ValueError):
+        draft(np.zeros((2, 2), dtype=np.intc))
+    model = llama_cpp.Llama(smollm2_path, n_ctx=512, seed=0, verbose=False, draft_model=NGramDraftModel())
+    try:
+        out = model.create_completion(PROMPTS["list"], max_tokens=24, temperature=0.0)
+        assert out["usage"]["completion_tokens"] > 0
+    finally:
+        model.close()

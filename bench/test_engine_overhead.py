@@ -11,16 +11,12 @@ by the number of forward passes, and includes the once-per-call costs.
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
 import llama_cpp
 import pytest
 
 from ngramspec import SpeculativeEngine, check_batch_invariance, models
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from prompts import PROMPTS  # noqa: E402
+from ngramspec.workloads import PROMPTS
 
 
 @pytest.fixture(scope="module")

@@ -1,16 +1,19 @@
-"""Command line: ``ngramspec generate`` and ``ngramspec doctor``.
+"""The ``ngramspec`` command: generate, doctor, bench.
 
-generate: greedy completion with speculative decoding on a GGUF model, with
-          stats; --compare also runs plain greedy decoding and checks identity.
-doctor:   the llama.cpp build, the CPU features it uses, and whether batched
-          verification is bit-exact (check_batch_invariance) on a model.
+generate  completion (or --chat) with speculative decoding, streamed, then one
+          line of stats; --compare also runs plain decoding and checks identity.
+doctor    the llama.cpp build, the AMX hazard, bit-exact batch sizes, the
+          verify-cost curve, and a verdict.
+bench     plain vs llama-cpp-python's prompt lookup vs ngramspec on your machine.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
 DEFAULT_PROMPT = (
     "Here is a Python function and a refactored copy of it.\n\n"
@@ -24,49 +27,143 @@ DEFAULT_PROMPT = (
 )
 
 
-def _load(model: str, n_ctx: int, threads: int | None):
+class UserError(Exception):
+    """A mistake in the command line or its inputs: reported in one line, no traceback."""
+
+
+def _err(msg: str) -> None:
+    print(f"ngramspec: {msg}", file=sys.stderr, flush=True)
+
+
+def _load(model: str, n_ctx: int, threads: int | None, seed: int | None = None) -> Any:
     import llama_cpp
 
     from . import models
 
-    path = str(models.fetch(model)) if model in models.MODELS else model
-    kwargs = {"n_ctx": n_ctx, "verbose": False, "seed": 0}
+    if model in models.MODELS:
+        path = str(models.fetch(model))
+    elif Path(model).is_file():
+        path = model
+    else:
+        raise UserError(f"model {model!r} is neither a file nor one of: {', '.join(models.MODELS)}")
+    kwargs: dict[str, Any] = {"n_ctx": n_ctx, "verbose": False, "seed": 0 if seed is None else seed}
     if threads:
         kwargs["n_threads"] = threads
     return llama_cpp.Llama(path, **kwargs)
 
 
-def _generate(args: argparse.Namespace) -> int:
-    from .engine import SpeculativeEngine
+def _read_prompt(args: argparse.Namespace) -> str:
+    if args.file is not None:
+        if args.prompt is not None:
+            raise UserError("give the prompt as text or with --file, not both")
+        try:
+            return Path(args.file).read_text(encoding="utf-8")
+        except OSError as e:
+            raise UserError(f"cannot read prompt file: {e}") from None
+    if args.prompt == "-" or (args.prompt is None and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+        if text:
+            return text
+    return args.prompt if args.prompt not in (None, "-") else DEFAULT_PROMPT
 
-    llm = _load(args.model, args.n_ctx, args.threads)
-    engine = SpeculativeEngine(llm, max_draft=args.max_draft, exact=not args.inexact)
-    prompt = args.prompt if args.prompt is not None else DEFAULT_PROMPT
-    engine.generate(prompt, max_tokens=1)  # warm-up; measures batch invariance once
-    llm.reset()
-    gen = engine.generate(prompt, max_tokens=args.max_tokens)
-    s = gen.stats
-    print(gen.text)
-    print("-" * 60, file=sys.stderr)
-    print(f"speculative: {s.generated_tokens} tokens in {s.time_total_s:.2f}s "
-          f"({s.generated_tokens / s.time_total_s:.1f} tok/s), {s.forward_passes} forward passes, "
-          f"{s.tokens_per_forward:.2f} tokens/pass, acceptance {s.acceptance_rate:.0%} "
-          f"({s.accepted_tokens}/{s.drafted_tokens}), finish={gen.finish_reason}", file=sys.stderr)
-    print(f"time: prefill {s.time_prefill_s:.3f}s, decode {s.time_decode_s:.3f}s, predictor "
-          f"{s.time_predictor_s * 1e3:.1f}ms, other {s.time_other_s * 1e3:.1f}ms "
-          f"({s.overhead_per_step_ms:.3f} ms/pass overhead)", file=sys.stderr)
+
+def _stats_line(spec: dict) -> str:
+    if not spec.get("used"):
+        return "ngramspec: " + spec.get("reason", "speculation not used")
+    n, t = spec["generated_tokens"], spec["time_total_s"]
+    return (f"ngramspec: {n} tokens in {t:.2f}s ({n / t if t else 0:.1f} tok/s), {spec['forward_passes']} passes, "
+            f"{spec['tokens_per_forward']:.2f} tokens/pass, acceptance {spec['acceptance_rate']:.0%} "
+            f"({spec['accepted_tokens']}/{spec['drafted_tokens']}), overhead {spec['overhead_per_step_ms']:.2f} ms/pass")
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from .wrapper import SpeculativeLlama
+
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UserError("--max-tokens must be >= 1")
+    prompt = _read_prompt(args)
+    llm = _load(args.model, args.n_ctx, args.threads, args.seed)
+    options: dict[str, Any] = {"exact": not args.inexact}
+    if args.max_draft is not None:
+        options["max_draft"] = args.max_draft
+    spec = SpeculativeLlama(llm, **options)
+    req = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed}
+    messages = [{"role": "user", "content": prompt}]
+    call = (lambda **kw: spec.create_chat_completion(messages, **kw)) if args.chat else \
+        (lambda **kw: spec.create_completion(prompt, **kw))
+    if args.temperature <= 0:
+        spec.engine.generate("Hello", max_tokens=1)  # measures batch invariance once, before timing
+        llm.reset()
+    t0 = time.perf_counter()
+    if args.json:
+        out = call(**req)
+        text = out["choices"][0]["message"]["content"] if args.chat else out["choices"][0]["text"]
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        parts = []
+        for chunk in call(stream=True, **req):
+            choice = chunk["choices"][0]
+            piece = (choice["delta"].get("content") or "") if args.chat else choice["text"]
+            parts.append(piece)
+            print(piece, end="", flush=True)
+        print()
+        text = "".join(parts)
+    elapsed = time.perf_counter() - t0
+    print(_stats_line(spec.last_speculative), file=sys.stderr)
     if args.compare:
         llm.reset()
         t0 = time.perf_counter()
-        plain = llm.create_completion(prompt, max_tokens=args.max_tokens, temperature=0.0)
+        plain = llm.create_chat_completion(messages, **req) if args.chat else llm.create_completion(prompt, **req)
         dt = time.perf_counter() - t0
-        n = plain["usage"]["completion_tokens"]
-        same = plain["choices"][0]["text"] == gen.text
-        print(f"plain:       {n} tokens in {dt:.2f}s ({n / dt:.1f} tok/s); speed-up "
-              f"{dt / s.time_total_s:.2f}x; identical text: {same}", file=sys.stderr)
-        if not same and not args.inexact:
+        ptext = plain["choices"][0]["message"]["content"] if args.chat else plain["choices"][0]["text"]
+        same = ptext == text
+        print(f"plain llama-cpp-python: {dt:.2f}s vs ngramspec {elapsed:.2f}s: speed-up {dt / elapsed:.2f}x; "
+              f"identical text: {'yes' if same else 'NO'}", file=sys.stderr)
+        if not same and args.temperature <= 0 and not args.inexact:
             return 1
     return 0
+
+
+def _verify_cost(llm: Any, max_batch: int, reps: int = 3) -> list[float]:
+    """Median llama_decode time of a B-token batch relative to one token, B = 1..max_batch."""
+    import numpy as np
+    from tqdm import tqdm
+
+    from . import _llama
+
+    tokens = llm.tokenize(DEFAULT_PROMPT.encode(), add_bos=False) * 4
+    base = 32
+    batch = _llama.Batch(max(base, max_batch))
+    times: dict[int, list[float]] = {b: [] for b in range(1, max_batch + 1)}
+    try:
+        _llama.clear_memory(llm)
+        batch.fill(tokens[:base], 0, all_logits=False)
+        _llama.decode(llm, batch)
+        for _ in tqdm(range(reps), desc="verify cost", unit="sweep", file=sys.stderr):
+            for b in times:
+                _llama.remove_from(llm, base)
+                batch.fill(tokens[base:base + b], base, all_logits=True)
+                t0 = time.perf_counter()
+                _llama.decode(llm, batch)
+                times[b].append(time.perf_counter() - t0)
+    finally:
+        batch.close()
+        _llama.clear_memory(llm)
+    one = float(np.median(times[1]))
+    return [float(np.median(times[b])) / one for b in times]
+
+
+def _break_even(cost: list[float], k: int) -> float:
+    """Per-token acceptance a at which drafting k tokens matches plain decoding:
+    1 + a + ... + a^k = cost(k + 1)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        a = (lo + hi) / 2
+        if sum(a ** i for i in range(k + 1)) < cost[k]:
+            lo = a
+        else:
+            hi = a
+    return hi
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -74,39 +171,97 @@ def _doctor(args: argparse.Namespace) -> int:
 
     from .invariance import check_batch_invariance
 
-    print(f"llama-cpp-python {llama_cpp.__version__}")
-    print(llama_cpp.llama_print_system_info().decode().strip())
-    llm = _load(args.model, 512, args.threads)
+    info = llama_cpp.llama_print_system_info().decode().strip()
+    print(f"llama-cpp-python {llama_cpp.__version__}\n{info}")
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        flags = ""
+    cpu_amx = "amx_tile" in flags
+    build_amx = "AMX" in info
+    print(f"AMX: CPU {'has' if cpu_amx else 'lacks'} it; this llama.cpp build {'uses' if build_amx else 'does not use'} it"
+          + ("  -> HAZARD: native AMX builds crash on this CPU (FACTS.md §1); rebuild with "
+             "scripts/install_llama_cpp.py" if cpu_amx and build_amx else "  -> ok"))
+    llm = _load(args.model, 1024, args.threads)
     report = check_batch_invariance(llm, max_batch=args.max_batch)
+    print("\nbatch invariance (verify logits bit-identical to one-token decoding):")
     print(report)
-    print(f"largest bit-exact verify batch: {report.max_invariant_batch}")
-    return 0 if report.max_invariant_batch > 1 else 1
+    cost = _verify_cost(llm, args.max_batch)
+    print("\nverify cost, relative to one token:  " + "  ".join(f"B={b}:{c:.2f}" for b, c in enumerate(cost, 1)))
+    exact_max = report.max_invariant_batch
+    print(f"\nverdict: exact speculation {'POSSIBLE' if exact_max > 1 else 'NOT possible'} "
+          f"(bit-exact verify batches up to {exact_max})")
+    worth = [f"k={k}: >= {_break_even(cost, k):.0%}" for k in range(1, min(exact_max, len(cost)))]
+    if worth:
+        print("a k-token draft beats plain decoding when per-token acceptance is at least: " + ", ".join(worth))
+    return 0 if exact_max > 1 else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="ngramspec", description=__doc__.splitlines()[0])
+def _bench(args: argparse.Namespace) -> int:
+    from .benchmark import QUICK_WORKLOADS, WORKLOADS, run_benchmark
+
+    if args.quick:
+        rounds, max_tokens, workloads = 1, 64, QUICK_WORKLOADS
+    else:
+        rounds, max_tokens, workloads = args.rounds, args.max_tokens, WORKLOADS
+    if args.workloads:
+        workloads = args.workloads.split(",")
+    if rounds < 1 or max_tokens < 1:
+        raise UserError("--rounds and --max-tokens must be >= 1")
+    res = run_benchmark(args.model, rounds=rounds, max_tokens=max_tokens, workloads=workloads,
+                        lookup=not args.no_lookup)
+    text = res.to_markdown("ngramspec bench " + " ".join(sys.argv[2:]))
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="ngramspec", description="Model-free n-gram speculative decoding "
+                                 "for llama-cpp-python.")
     sub = ap.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("generate", help="speculative greedy completion with stats")
+    g = sub.add_parser("generate", help="speculative completion, streamed, with stats")
+    g.add_argument("prompt", nargs="?", default=None, help="prompt text, or - for stdin (default: a code prompt)")
+    g.add_argument("--file", default=None, help="read the prompt from this file")
     g.add_argument("--model", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
-    g.add_argument("--prompt", default=None, help="prompt text (default: a code-refactoring prompt)")
+    g.add_argument("--chat", action="store_true", help="send the prompt as a user message with the chat template")
     g.add_argument("--max-tokens", type=int, default=128)
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (speculative); > 0 = sampled")
+    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--json", action="store_true", help="print the full response as JSON instead of streaming")
     g.add_argument("--max-draft", type=int, default=None)
     g.add_argument("--n-ctx", type=int, default=2048)
     g.add_argument("--threads", type=int, default=None)
-    g.add_argument("--inexact", action="store_true", help="allow non-bit-exact verify batch sizes")
-    g.add_argument("--compare", action="store_true", help="also run plain greedy decoding and compare")
-    d = sub.add_parser("doctor", help="check the llama.cpp build for bit-exact batched verification")
+    g.add_argument("--inexact", action="store_true", help="allow verify batch sizes that are not bit-exact")
+    g.add_argument("--compare", action="store_true", help="also run plain llama-cpp-python and compare")
+    d = sub.add_parser("doctor", help="check the llama.cpp build for exact speculation")
     d.add_argument("--model", default="smollm2-135m")
-    d.add_argument("--max-batch", type=int, default=16)
+    d.add_argument("--max-batch", type=int, default=12)
     d.add_argument("--threads", type=int, default=None)
-    args = ap.parse_args(argv)
-    if args.command == "generate":
-        if args.max_draft is None:
-            from .engine import DEFAULT_MAX_DRAFT
+    b = sub.add_parser("bench", help="plain vs prompt lookup vs ngramspec on this machine")
+    b.add_argument("--model", default="smollm2-135m")
+    b.add_argument("--quick", action="store_true", help="3 workloads, 1 round, 64 tokens (a minute or two)")
+    b.add_argument("--rounds", type=int, default=3)
+    b.add_argument("--max-tokens", type=int, default=128)
+    b.add_argument("--workloads", default=None, help="comma-separated names from ngramspec.workloads")
+    b.add_argument("--no-lookup", action="store_true", help="skip llama-cpp-python's prompt-lookup decoder")
+    b.add_argument("--out", default=None, help="also write the markdown table here")
+    return ap
 
-            args.max_draft = DEFAULT_MAX_DRAFT
-        return _generate(args)
-    return _doctor(args)
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from .models import ModelFetchError
+
+    try:
+        return {"generate": _generate, "doctor": _doctor, "bench": _bench}[args.command](args)
+    except (UserError, ValueError, TypeError, NotImplementedError, ModelFetchError, FileNotFoundError) as e:
+        _err(f"error: {e}")
+        return 2
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,0 +1,88 @@
+"""The ngramspec command, end to end through subprocess."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prompts import PROMPTS
+
+EXE = [sys.executable, "-m", "ngramspec"]
+
+
+def run(*args: str, stdin: str | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(EXE + list(args), input=stdin if stdin is not None else "", capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_generate_streams_and_reports_stats(llm):
+    p = run("generate", PROMPTS["list"], "--max-tokens", "24", "--compare")
+    assert p.returncode == 0, p.stderr
+    llm.reset()
+    ref = llm.create_completion(PROMPTS["list"], max_tokens=24, temperature=0.0)["choices"][0]["text"]
+    llm.reset()
+    assert p.stdout == ref + "\n"
+    assert "tokens/pass" in p.stderr and "identical text: yes" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_generate_from_stdin_and_file_with_json(tmp_path: Path, llm):
+    p = run("generate", "-", "--max-tokens", "8", "--json", stdin=PROMPTS["json"])
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["object"] == "text_completion" and out["usage"]["completion_tokens"] == 8
+    assert out["speculative"]["used"] is True
+    f = tmp_path / "prompt.txt"
+    f.write_text(PROMPTS["json"], encoding="utf-8")
+    q = run("generate", "--file", str(f), "--max-tokens", "8", "--json")
+    assert q.returncode == 0, q.stderr
+    assert json.loads(q.stdout)["choices"][0]["text"] == out["choices"][0]["text"]
+
+
+def test_generate_chat_and_sampled():
+    p = run("generate", "Name a colour.", "--chat", "--max-tokens", "12")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip()
+    q = run("generate", "Name a colour.", "--temperature", "0.7", "--seed", "3", "--max-tokens", "8")
+    assert q.returncode == 0, q.stderr
+    assert "delegated" in q.stderr
+
+
+def test_doctor():
+    p = run("doctor", "--max-batch", "6")
+    assert p.returncode == 0, p.stderr
+    assert "batch  invariant" in p.stdout and "verify cost" in p.stdout
+    assert "exact speculation POSSIBLE" in p.stdout
+
+
+def test_bench_quick(tmp_path: Path):
+    out = tmp_path / "bench.md"
+    p = run("bench", "--quick", "--workloads", "list", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    table = out.read_text()
+    assert "| list |" in table and "ngramspec speed-up" in table and "prompt lookup" in table
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["generate", "--model", "no-such-model"], "neither a file nor one of"),
+    (["generate", "x", "--max-tokens", "0"], "--max-tokens must be >= 1"),
+    (["generate", "x", "--file", "/no/such/file"], "not both"),
+    (["generate", "--file", "/no/such/file"], "cannot read prompt file"),
+    (["generate", "--max-tokens", "many"], "invalid int value"),
+    (["bench", "--rounds", "0"], "must be >= 1"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_arguments_get_one_clear_line(args, needle):
+    p = run(*args, timeout=120)
+    assert p.returncode != 0
+    assert needle in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("cmd", ["generate", "doctor", "bench"])
+def test_help(cmd):
+    p = run(cmd, "--help", timeout=60)
+    assert p.returncode == 0 and "usage: ngramspec " + cmd in p.stdout

@@ -7,6 +7,7 @@ import pytest
 
 from ngramspec import SpeculativeEngine, _llama
 from ngramspec.engine import prompt_tokens_for
+from plain import plain_tokens
 from prompts import PROMPTS
 
 OK_CHAT = (
@@ -14,17 +15,6 @@ OK_CHAT = (
     + "<|im_start|>user\nSay OK.<|im_end|>\n<|im_start|>assistant\nOK.<|im_end|>\n" * 3
     + "<|im_start|>user\nSay OK.<|im_end|>\n<|im_start|>assistant\n"
 )
-
-
-def plain_tokens(llm, prompt, limit):
-    llm.reset()
-    out = []
-    for tok in llm.generate(prompt_tokens_for(llm, prompt), temp=0.0):
-        if llama_cpp.llama_vocab_is_eog(llm._model.vocab, tok) or len(out) == limit:
-            break
-        out.append(tok)
-    llm.reset()
-    return out
 
 
 def test_rollback_leaves_no_rejected_draft_in_the_cache(llm, eager_engine, smollm2_path):

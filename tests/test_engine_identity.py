@@ -1,13 +1,13 @@
 """Speculative greedy output is token-for-token what plain greedy decoding gives."""
 from __future__ import annotations
 
-import llama_cpp
 import numpy as np
 import pytest
 
 from ngramspec import SpeculativeEngine
 from ngramspec.policy import CostAwarePolicy
 from ngramspec.engine import prompt_tokens_for
+from plain import plain_tokens
 from prompts import PROMPTS
 
 MAX_TOKENS = [1, 2, 17, 128]
@@ -16,14 +16,9 @@ MAX_TOKENS = [1, 2, 17, 128]
 def plain_greedy(llm, prompt: str, max_tokens: int) -> tuple[list[int], str, str]:
     """llama-cpp-python's own greedy path: tokens from Llama.generate, text and
     finish reason from create_completion(temperature=0)."""
-    llm.reset()
-    tokens = []
-    for tok in llm.generate(prompt_tokens_for(llm, prompt), temp=0.0):
-        if llama_cpp.llama_vocab_is_eog(llm._model.vocab, tok) or len(tokens) == max_tokens:
-            break
-        tokens.append(tok)
-    llm.reset()
+    tokens = plain_tokens(llm, prompt, max_tokens)
     out = llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0)
+    llm.reset()
     return tokens, out["choices"][0]["text"], out["choices"][0]["finish_reason"]
 
 

@@ -9,7 +9,7 @@ import pytest
 from ngramspec import InvarianceReport, SpeculativeEngine, check_batch_invariance
 from ngramspec.invariance import BatchSizeResult
 from prompts import PROMPTS
-from test_engine_guards import plain_tokens
+from plain import plain_tokens
 
 
 def test_test_build_is_batch_invariant(invariance):

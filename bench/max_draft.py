@@ -1,0 +1,60 @@
+"""Choosing DEFAULT_MAX_DRAFT: speed of the adaptive engine for several caps on
+the draft length, interleaved, on the benchmark workloads.
+
+Run: .venv/bin/python bench/max_draft.py --out bench/results/max_draft.md
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import llama_cpp
+
+from ngramspec import SpeculativeEngine, check_batch_invariance, models
+from ngramspec.benchmark import WORKLOADS, cpu_name
+from ngramspec.workloads import PROMPTS
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--caps", default="2,4,8,12,16")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    caps = [int(c) for c in args.caps.split(",")]
+    llm = llama_cpp.Llama(str(models.fetch(args.model)), n_ctx=2048, seed=0, verbose=False)
+    report = check_batch_invariance(llm, max_batch=max(caps) + 1)
+    engines = {c: SpeculativeEngine(llm, max_draft=c, invariance=report) for c in caps}
+    times: dict[tuple[str, int], list[float]] = {}
+    for r in range(args.rounds + 1):  # round 0 lets each engine's policy learn; not timed
+        for w in WORKLOADS:
+            for c in caps:
+                llm.reset()
+                gen = engines[c].generate(PROMPTS[w], max_tokens=args.max_tokens)
+                if r:
+                    times.setdefault((w, c), []).append(gen.stats.generated_tokens / gen.stats.time_total_s)
+        print(f"round {r}", file=sys.stderr)
+    lines = [f"# {args.model}: tokens/s of the adaptive engine by max_draft", "",
+             f"Machine: {cpu_name()}; median of {args.rounds} interleaved rounds after one learning round; "
+             f"max_tokens={args.max_tokens}.", "",
+             "Command: `.venv/bin/python bench/max_draft.py " + " ".join(sys.argv[1:]) + "`", "",
+             "| workload | " + " | ".join(f"max_draft={c}" for c in caps) + " |", "|---" * (1 + len(caps)) + "|"]
+    geo = {c: 1.0 for c in caps}
+    for w in WORKLOADS:
+        med = {c: statistics.median(times[(w, c)]) for c in caps}
+        for c in caps:
+            geo[c] *= med[c] ** (1 / len(WORKLOADS))
+        lines.append(f"| {w} | " + " | ".join(f"{med[c]:.1f}" for c in caps) + " |")
+    lines.append("| geometric mean | " + " | ".join(f"**{geo[c]:.1f}**" for c in caps) + " |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -136,11 +136,25 @@ def test_generate_yields_plain_greedy_tokens(llm, spec):
             break
     llm.reset()
     got = []
-    for t in spec.generate(tokens, temp=0.0):
+    stream = spec.generate(tokens, temp=0.0)
+    for t in stream:
         got.append(t)
         if len(got) == 30:
             break
+    stream.close()
     assert got == ref
+
+
+def test_abandoned_stream_is_safe_after_the_llama_is_closed(smollm2_path, invariance):
+    import gc
+
+    model = llama_cpp.Llama(smollm2_path, n_ctx=256, seed=0, verbose=False)
+    s = SpeculativeLlama(model, invariance=invariance)
+    stream = s.create_completion(PROMPTS["list"], max_tokens=20, temperature=0.0, stream=True)
+    next(stream)
+    model.close()
+    del stream
+    gc.collect()  # finalising the abandoned generator must not touch the freed model
 
 
 def test_attributes_pass_through(llm, spec):

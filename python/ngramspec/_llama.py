@@ -109,12 +109,16 @@ class Batch:
             pass
 
 
+def raise_decode_error(rc: int) -> None:
+    what = {1: "no KV cache slot for the batch (context full?)", 2: "aborted"}.get(rc, "error")
+    raise RuntimeError(f"llama_decode failed with code {rc}: {what}")
+
+
 def decode(llm: Any, batch: Batch) -> None:
     llama_cpp = llama_cpp_module()
     rc = llama_cpp.llama_decode(context_of(llm), batch.batch)
     if rc != 0:
-        what = {1: "no KV cache slot for the batch (context full?)", 2: "aborted"}.get(rc, "error")
-        raise RuntimeError(f"llama_decode failed with code {rc}: {what}")
+        raise_decode_error(rc)
 
 
 _views: dict[tuple[int, int, int], np.ndarray] = {}

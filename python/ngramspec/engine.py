@@ -30,8 +30,10 @@ __all__ = ["DEFAULT_MAX_DRAFT", "Generation", "SpeculativeEngine", "prompt_token
 
 _EMPTY = np.empty(0, dtype=np.int32)
 
-# Chosen by measurement on SmolLM2-135M (bench/results/max_draft.md): longer
-# drafts cost more per verify than their extra accepted tokens return.
+# Measured on SmolLM2-135M (bench/results/max_draft.md): with the adaptive
+# policy choosing each draft's length, caps from 2 to 16 were within run-to-run
+# noise of each other (geometric mean 62.5-65.8 tokens/s); 8 bounds the cost of
+# one misprediction while leaving long drafts to highly predictable text.
 DEFAULT_MAX_DRAFT = 8
 
 
@@ -109,6 +111,7 @@ class SpeculativeEngine:
         self.invariance = invariance
         self._allowed: np.ndarray | None = None  # allowed[b]: may verify with a batch of b tokens
         self._rollback_ok = _llama.can_roll_back(llm)
+        self._is_eog: dict[int, bool] = {}
         if not self._rollback_ok:
             warnings.warn("this model's cache cannot be rolled back (recurrent or hybrid); "
                           "ngramspec decodes it plainly", RuntimeWarning, stacklevel=2)
@@ -240,6 +243,12 @@ class _Run:
         vocab = llm._model.vocab
         llama_cpp = _llama.llama_cpp_module()
         n_ctx = _llama.usable_n_ctx(llm)
+        # Looked up once: each attribute or ctypes lookup in the loop costs more
+        # right after a decode has flushed the CPU caches.
+        ctx = _llama.context_of(llm)
+        memory = llama_cpp.llama_get_memory(ctx)
+        llama_decode, seq_rm = llama_cpp.llama_decode, llama_cpp.llama_memory_seq_rm
+        is_eog_cache = engine._is_eog
 
         t0 = time.perf_counter()
         self._prefill(stats)
@@ -270,7 +279,10 @@ class _Run:
             if criteria is not None and criteria(np.array(prompt_tokens + emitted, dtype=np.intc), row):
                 finish = "stop"
                 return True
-            if llama_cpp.llama_vocab_is_eog(vocab, token):
+            is_eog = is_eog_cache.get(token)
+            if is_eog is None:
+                is_eog = is_eog_cache[token] = bool(llama_cpp.llama_vocab_is_eog(vocab, token))
+            if is_eog:
                 finish = "stop"
                 eog.append(token)
                 return True
@@ -313,8 +325,10 @@ class _Run:
                 k = len(draft)
                 batch.fill_verify(nxt, draft, n_past)
                 t0 = time.perf_counter()
-                _llama.decode(llm, batch)
+                rc = llama_decode(ctx, batch.batch)
                 t_verify = time.perf_counter() - t0
+                if rc != 0:
+                    _llama.raise_decode_error(rc)
                 stats.time_decode_s += t_verify
                 stats.forward_passes += 1
                 stats.verify_batch_sizes[k + 1] = stats.verify_batch_sizes.get(k + 1, 0) + 1
@@ -333,7 +347,7 @@ class _Run:
                 kv.append(nxt)
                 kv.extend(int(t) for t in draft[:m])
                 n_past += 1 + m
-                if m < k and not _llama.remove_from(llm, n_past):
+                if m < k and not seq_rm(memory, 0, n_past, -1):
                     self._recover_without_rollback(kv)
                 accepted = targets
                 start = len(emitted)
@@ -343,7 +357,10 @@ class _Run:
                         stats.stopped_inside_draft = i < m
                         break
                 t0 = time.perf_counter()
-                predictor.update_batch(emitted[start:])
+                if len(emitted) - start == 1:
+                    predictor.update(emitted[-1])
+                else:
+                    predictor.update_batch(emitted[start:])
                 stats.time_predictor_s += time.perf_counter() - t0
                 nxt = accepted[-1]
                 if len(emitted) > start:
@@ -355,7 +372,10 @@ class _Run:
             llm._requires_eval = True
             stats.generated_tokens = len(emitted)
             stats.time_total_s = time.perf_counter() - t_start
-            if not self.stops:
+            # An abandoned stream can be finalised by the garbage collector after
+            # its Llama was closed: never touch a freed model.
+            alive = getattr(getattr(llm, "_ctx", None), "ctx", None) is not None
+            if not self.stops and alive:
                 text = llm.detokenize(emitted, prev_tokens=prompt_tokens)
             self.result = Generation(emitted, text.decode("utf-8", errors="ignore"), finish, stats,
                                      eog[0] if eog else None)

@@ -10,13 +10,13 @@ ALL = np.ones(10, dtype=bool)
 
 def test_drafts_long_when_acceptance_is_high():
     p = CostAwarePolicy(9)
-    p.acceptance[:] = 0.99
+    p.acceptance = 0.99
     assert p.choose(np.array([4] * 8, dtype=np.int32), ALL) == 8
 
 
 def test_refuses_when_acceptance_is_low_then_probes():
     p = CostAwarePolicy(9, probe_every=4)
-    p.acceptance[:] = 0.2
+    p.acceptance = 0.2
     orders = np.array([2, 2, 2], dtype=np.int32)
     assert [p.choose(orders, ALL) for _ in range(4)] == [0, 0, 0, 1]
 
@@ -27,7 +27,7 @@ def test_no_draft_offered_means_plain():
 
 def test_respects_allowed_sizes():
     p = CostAwarePolicy(9)
-    p.acceptance[:] = 0.99
+    p.acceptance = 0.99
     allowed = ALL.copy()
     allowed[5:] = False  # batches of 5+ tokens are not allowed
     assert p.choose(np.array([4] * 8, dtype=np.int32), allowed) == 3
@@ -35,7 +35,9 @@ def test_respects_allowed_sizes():
 
 def test_trusts_orders_separately():
     p = CostAwarePolicy(9)
-    p.acceptance[2], p.acceptance[4] = 0.1, 0.95
+    acc = p.acceptance
+    acc[2], acc[4] = 0.1, 0.95
+    p.acceptance = acc
     assert p.choose(np.array([4, 4, 4, 2, 2], dtype=np.int32), ALL) == 3
 
 

@@ -18,6 +18,7 @@ cannot predict it falls back to plain decoding. A rare probe (k = 1 once every
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class CostAwarePolicy:
         self.max_batch = max_batch
         self.slope = prior_slope
         self.single_seconds = math.nan  # moving average of a one-token decode
-        self.acceptance = np.full(_MAX_ORDER + 1, prior_accept)
+        self._acceptance_list = [float(prior_accept)] * (_MAX_ORDER + 1)
         self.alpha = alpha
         self.probe_every = probe_every
         self._refusals = 0
@@ -52,15 +53,21 @@ class CostAwarePolicy:
     def choose(self, orders: np.ndarray, allowed: np.ndarray) -> int:
         """Number of draft tokens to verify, given each offered token's order and
         allowed[b] (may a batch of b tokens be used)."""
-        if len(orders) == 0:
-            return 0
-        reach = np.cumprod(self.acceptance[orders])  # P(draft tokens 0..i all accepted)
-        ks = np.arange(1, len(orders) + 1)
-        score = (1.0 + np.cumsum(reach)) / (1.0 + self.slope * ks)
-        score[~allowed[2:len(orders) + 2]] = 0.0
-        best = int(np.argmax(score))
-        best_k = best + 1 if score[best] > 1.0 else 0
+        # Plain Python floats: for at most a few dozen tokens this is several
+        # times cheaper than numpy's per-call overhead, and it runs every pass.
+        acceptance, slope = self._acceptance_list, self.slope
+        best_k, best_score = 0, 1.0
+        reach, expected = 1.0, 1.0
+        for k, order in enumerate(orders.tolist(), 1):
+            reach *= acceptance[order]       # P(draft tokens 1..k all accepted)
+            expected += reach
+            if allowed[k + 1]:
+                score = expected / (1.0 + slope * k)
+                if score > best_score:
+                    best_k, best_score = k, score
         if best_k == 0:
+            if len(orders) == 0:
+                return 0
             self._refusals += 1
             if self._refusals >= self.probe_every and allowed[2]:
                 self._refusals = 0
@@ -77,12 +84,21 @@ class CostAwarePolicy:
         elif self.learn_cost and not math.isnan(self.single_seconds):
             slope = (seconds / self.single_seconds - 1.0) / (batch - 1)
             self.slope += a * (min(max(slope, 0.0), 1.0) - self.slope)
-        for i in range(min(len(orders), batch - 1)):
-            o = orders[i]
+        acceptance = self._acceptance_list
+        for i, o in enumerate(orders.tolist()[: batch - 1]):
             hit = i < accepted
-            self.acceptance[o] += a * ((1.0 if hit else 0.0) - self.acceptance[o])
+            acceptance[o] += a * ((1.0 if hit else 0.0) - acceptance[o])
             if not hit:
                 break
+
+    @property
+    def acceptance(self) -> np.ndarray:
+        """Acceptance estimate per n-gram order (index = order); a copy."""
+        return np.array(self._acceptance_list)
+
+    @acceptance.setter
+    def acceptance(self, values: Any) -> None:
+        self._acceptance_list = [float(v) for v in np.broadcast_to(np.asarray(values, dtype=float), (_MAX_ORDER + 1,))]
 
 
 __all__ = ["CostAwarePolicy", "NGramPredictor"]

@@ -104,24 +104,31 @@ def test_chat_completion_end_to_end(llm, spec):
     assert text == ref["choices"][0]["message"]["content"]
 
 
-def test_sampled_requests_are_delegated_unchanged(llm, spec):
+def test_sampled_requests_are_speculative_and_seed_reproducible(llm, spec):
+    kw = dict(max_tokens=24, temperature=0.8, seed=42)
     llm.reset()
-    ref = llm.create_completion(PROMPTS["prose"], max_tokens=12, temperature=0.8, seed=42)
+    a = spec.create_completion(PROMPTS["list"], **kw)
     llm.reset()
-    out = spec.create_completion(PROMPTS["prose"], max_tokens=12, temperature=0.8, seed=42)
-    assert out["choices"] == ref["choices"]
-    assert out["speculative"]["used"] is False and "delegated" in out["speculative"]["reason"]
+    b = spec.create_completion(PROMPTS["list"], **kw)
+    assert a["speculative"]["used"] is True
+    assert a["choices"] == b["choices"]
+    llm.reset()
+    c = spec.create_completion(PROMPTS["list"], **{**kw, "seed": 43})
+    llm.reset()
+    d = spec.create_completion(PROMPTS["list"], **{**kw, "seed": 44})
+    assert len({a["choices"][0]["text"], c["choices"][0]["text"], d["choices"][0]["text"]}) > 1
 
 
 @pytest.mark.parametrize("kw, name", [({"logprobs": 3}, "logprobs"), ({"grammar": object()}, "grammar"),
                                       ({"logit_bias": {5: 1.0}}, "logit_bias"), ({"suffix": "x"}, "suffix"),
+                                      ({"temperature": 0.5, "grammar": object()}, "grammar"),
                                       ({"repeat_penalty": 1.1}, "repeat_penalty"),
                                       ({"frequency_penalty": 0.5}, "frequency_penalty"),
                                       ({"logits_processor": [lambda i, s: s]}, "logits_processor"),
                                       ({"mirostat_mode": 2}, "mirostat_mode")])
-def test_unsupported_greedy_parameters_are_refused_by_name(spec, kw, name):
+def test_unsupported_parameters_are_refused_by_name(spec, kw, name):
     with pytest.raises(NotImplementedError, match=name):
-        spec.create_completion("Hello", max_tokens=4, temperature=0.0, **kw)
+        spec.create_completion("Hello", max_tokens=4, **{"temperature": 0.0, **kw})
 
 
 def test_generate_yields_plain_greedy_tokens(llm, spec):

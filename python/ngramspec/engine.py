@@ -24,6 +24,7 @@ from . import _llama
 from ._core import NGramPredictor
 from .invariance import InvarianceReport, check_batch_invariance
 from .policy import CostAwarePolicy
+from .sampling import SamplingParams, position_uniform, sample, target_distribution
 from .stats import GenerationStats
 
 __all__ = ["DEFAULT_MAX_DRAFT", "Generation", "SpeculativeEngine", "prompt_tokens_for"]
@@ -145,8 +146,9 @@ class SpeculativeEngine:
 
     # -- generation ------------------------------------------------------
     def generate(self, prompt: str | Sequence[int], max_tokens: int | None = 16,
-                 stop: str | Sequence[str] | None = None, stopping_criteria: Any = None) -> Generation:
-        """Greedy completion of ``prompt``.
+                 stop: str | Sequence[str] | None = None, stopping_criteria: Any = None,
+                 sampling: SamplingParams | None = None) -> Generation:
+        """Completion of ``prompt``: greedy, or sampled with ``sampling``.
 
         max_tokens: most tokens to generate, >= 1; None fills the context.
         stop: string(s) that end generation; the text stops before them.
@@ -154,26 +156,34 @@ class SpeculativeEngine:
             llama-cpp-python calls it: before a token is emitted, with the
             tokens before it and the logits that chose it; True ends generation
             without that token.
+        sampling: ``SamplingParams`` for exact speculative sampling (each
+            position's randomness comes from (seed, position), so the tokens equal
+            non-speculative sampling with the same seed); None decodes greedily.
         """
         tokens: list[int] = []
-        run = self.stream(prompt, max_tokens=max_tokens, stop=stop, stopping_criteria=stopping_criteria)
+        run = self.stream(prompt, max_tokens=max_tokens, stop=stop, stopping_criteria=stopping_criteria,
+                          sampling=sampling)
         for chunk in run:
             tokens.extend(chunk)
         return run.result  # type: ignore[attr-defined]
 
     def stream(self, prompt: str | Sequence[int], max_tokens: int | None = 16,
-               stop: str | Sequence[str] | None = None, stopping_criteria: Any = None) -> "_Run":
+               stop: str | Sequence[str] | None = None, stopping_criteria: Any = None,
+               sampling: SamplingParams | None = None) -> "_Run":
         """Like ``generate``, but yields lists of newly emitted token ids as they are
         accepted; after exhaustion ``.result`` holds the ``Generation``."""
-        return _Run(self, prompt, max_tokens, stop, stopping_criteria)
+        return _Run(self, prompt, max_tokens, stop, stopping_criteria, sampling)
 
 
 class _Run:
     """One generation, as an iterator of emitted-token chunks."""
 
     def __init__(self, engine: SpeculativeEngine, prompt: Any, max_tokens: Any, stop: Any,
-                 stopping_criteria: Any = None) -> None:
+                 stopping_criteria: Any = None, sampling: SamplingParams | None = None) -> None:
         llm = engine.llm
+        if sampling is not None and not isinstance(sampling, SamplingParams):
+            raise TypeError("sampling must be a SamplingParams or None")
+        self.sampling = sampling
         if stopping_criteria is not None and not callable(stopping_criteria):
             raise TypeError("stopping_criteria must be callable (input_ids, logits) -> bool")
         self.stopping_criteria = stopping_criteria
@@ -256,7 +266,16 @@ class _Run:
         kv = list(self.prompt_tokens)  # tokens whose keys/values are in the cache
         n_past = len(kv)
         first_row = _llama.last_logits(llm)
-        nxt = int(np.argmax(first_row))
+        sampling = self.sampling
+
+        def pick(row: np.ndarray, position: int, history: list[int]) -> int:
+            """The token at absolute `position`: argmax, or a draw fixed by (seed, position)."""
+            if sampling is None:
+                return int(np.argmax(row))
+            ids, probs = target_distribution(row, sampling, history)
+            return sample(ids, probs, position_uniform(sampling.seed, position))
+
+        nxt = pick(first_row, n_past, kv)
 
         t0 = time.perf_counter()
         predictor.reset()
@@ -335,11 +354,23 @@ class _Run:
                 # Argmax row by row, stopping at the first mismatch: rows after a
                 # rejection are never needed, and each row is n_vocab floats.
                 rows = _llama.output_logits(llm, k + 1)
-                targets = [int(np.argmax(rows[0]))]
-                m = 0
-                while m < k and draft[m] == targets[m]:
-                    m += 1
-                    targets.append(int(np.argmax(rows[m])))
+                if sampling is None:
+                    targets = [int(np.argmax(rows[0]))]
+                    m = 0
+                    while m < k and draft[m] == targets[m]:
+                        m += 1
+                        targets.append(int(np.argmax(rows[m])))
+                else:
+                    # One-hot q: draw from p with the position's uniform and accept
+                    # the draft token when the draw equals it (module sampling).
+                    tail = kv[-sampling.penalty_last_n:] if sampling.penalty_last_n > 0 else kv
+                    hist = tail + [nxt]
+                    targets = [pick(rows[0], n_past + 1, hist)]
+                    m = 0
+                    while m < k and draft[m] == targets[m]:
+                        hist.append(int(draft[m]))
+                        m += 1
+                        targets.append(pick(rows[m], n_past + 1 + m, hist))
                 if k:
                     stats.record_draft(k, m)
                 if policy is not None:

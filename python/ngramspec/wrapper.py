@@ -5,12 +5,14 @@
 signatures, defaults and return shapes. Greedy requests (temperature <= 0 or
 top_k == 1) go through the speculative engine and return the same text as the
 plain ``Llama``; every response carries a ``speculative`` key with the stats.
-Sampled requests are passed to the wrapped ``Llama`` unchanged (its own
-sampler), and their ``speculative`` key says so. Any other attribute is the
+Sampled requests use exact speculative sampling (``ngramspec.sampling``): the
+model's own distribution under the same parameters, reproducible by seed, but
+not the same random draws as llama-cpp-python's sampler. Any other attribute is the
 wrapped ``Llama``'s.
 """
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from typing import Any, Dict, Iterator, List, Optional, Union
@@ -18,12 +20,9 @@ from typing import Any, Dict, Iterator, List, Optional, Union
 import numpy as np
 
 from .engine import SpeculativeEngine, prompt_tokens_for
+from .sampling import SamplingParams
 
 __all__ = ["SpeculativeLlama", "wrap"]
-
-_SAMPLED = {"used": False, "reason": "sampled request (temperature > 0 and top_k != 1): "
-                                     "delegated unchanged to llama-cpp-python"}
-
 
 def _utf8_complete_prefix(data: bytes) -> bytes:
     """``data`` without a trailing, still incomplete UTF-8 sequence."""
@@ -88,31 +87,29 @@ class SpeculativeLlama:
         logit_bias: Optional[Dict[int, float]] = None,
     ) -> Any:
         """llama-cpp-python's ``Llama.create_completion``, speculative when greedy."""
-        if not (temperature <= 0 or top_k == 1):
-            out = self.llm.create_completion(
-                prompt, suffix=suffix, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                min_p=min_p, typical_p=typical_p, logprobs=logprobs, echo=echo, stop=stop,
-                frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
-                repeat_penalty=repeat_penalty, top_k=top_k, stream=stream, seed=seed, tfs_z=tfs_z,
-                mirostat_mode=mirostat_mode, mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta,
-                model=model, stopping_criteria=stopping_criteria, logits_processor=logits_processor,
-                grammar=grammar, logit_bias=logit_bias)
-            self.last_speculative = dict(_SAMPLED)
-            if stream:
-                return ({**chunk, "speculative": dict(_SAMPLED)} for chunk in out)
-            return {**out, "speculative": dict(_SAMPLED)}
+        greedy = temperature <= 0 or top_k == 1
         unsupported = {
             "suffix": suffix is not None, "logprobs": logprobs is not None,
-            "frequency_penalty": frequency_penalty != 0.0, "presence_penalty": presence_penalty != 0.0,
-            "repeat_penalty": repeat_penalty != 1.0, "mirostat_mode": mirostat_mode != 0,
-            "logits_processor": logits_processor is not None, "grammar": grammar is not None,
-            "logit_bias": bool(logit_bias),
+            "mirostat_mode": mirostat_mode != 0, "logits_processor": logits_processor is not None,
+            "grammar": grammar is not None,
         }
+        if greedy:
+            unsupported.update({
+                "frequency_penalty": frequency_penalty != 0.0, "presence_penalty": presence_penalty != 0.0,
+                "repeat_penalty": repeat_penalty != 1.0, "logit_bias": bool(logit_bias)})
         bad = [name for name, used in unsupported.items() if used]
         if bad:
             raise NotImplementedError(
-                f"ngramspec does not support {', '.join(bad)} in greedy speculative decoding; "
-                "call the wrapped Llama (.llm) directly for such requests")
+                f"ngramspec does not support {', '.join(bad)} in {'greedy' if greedy else 'sampled'} speculative "
+                "decoding; call the wrapped Llama (.llm) directly for such requests")
+        sampling = None
+        if not greedy:
+            sampling = SamplingParams(
+                temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p,
+                repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
+                presence_penalty=presence_penalty, penalty_last_n=self.llm.last_n_tokens_size,
+                logit_bias=dict(logit_bias) if logit_bias else None,
+                seed=seed if seed is not None else random.SystemRandom().randrange(2**63))
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         limit = None if max_tokens is None or max_tokens <= 0 else max_tokens
         head = {"id": f"cmpl-{uuid.uuid4()}", "object": "text_completion", "created": int(time.time()),
@@ -121,7 +118,8 @@ class SpeculativeLlama:
         if echo:
             prefix = prompt if isinstance(prompt, str) else self.llm.detokenize(
                 prompt_tokens_for(self.llm, prompt)).decode("utf-8", errors="ignore")
-        run = self.engine.stream(prompt, max_tokens=limit, stop=stops, stopping_criteria=stopping_criteria)
+        run = self.engine.stream(prompt, max_tokens=limit, stop=stops, stopping_criteria=stopping_criteria,
+                                 sampling=sampling)
         if stream:
             return self._stream_chunks(run, head, prefix, stops)
         for _ in run:

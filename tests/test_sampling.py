@@ -1,0 +1,106 @@
+"""Exact speculative sampling: distributions, the one-hot case, seed reproducibility.
+
+Chi-square tests use fixed seeds (deterministic, not flaky) and the critical value
+at significance 0.001 for the degrees of freedom used."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ngramspec import SpeculativeEngine
+from ngramspec.sampling import SamplingParams, position_uniform, sample, target_distribution, verify_draft
+from prompts import PROMPTS
+
+CHI2_CRIT_DF4_P001 = 18.467
+
+
+def chi_square(counts: np.ndarray, probs: np.ndarray) -> float:
+    expected = probs * counts.sum()
+    return float(np.sum((counts - expected) ** 2 / expected))
+
+
+def test_position_uniform_is_fixed_by_seed_and_position():
+    u = [position_uniform(7, pos) for pos in range(2000)]
+    assert u == [position_uniform(7, pos) for pos in range(2000)]
+    assert u != [position_uniform(8, pos) for pos in range(2000)]
+    assert 0 <= min(u) and max(u) < 1 and abs(np.mean(u) - 0.5) < 0.03
+
+
+def test_general_q_keeps_the_target_distribution():
+    # A stub "model" with a 5-token vocabulary: fixed target p and draft q rows.
+    p = [np.array([0.1, 0.4, 0.2, 0.2, 0.1]), np.array([0.3, 0.1, 0.1, 0.3, 0.2])]
+    q = [np.array([0.5, 0.1, 0.1, 0.2, 0.1])]
+    first = np.zeros(5)
+    trials = 20000
+    for seed in range(trials):
+        # the draft token itself comes from q, with its own randomness
+        d = sample(np.arange(5), q[0], position_uniform(seed, 0, stream=2))
+        accepted, bonus = verify_draft(p, q, [d], seed=seed, start_position=0)
+        first[d if accepted == 1 else bonus] += 1
+    assert chi_square(first, p[0]) < CHI2_CRIT_DF4_P001
+
+
+def test_one_hot_q_equals_sample_and_compare():
+    p = np.array([0.1, 0.4, 0.2, 0.2, 0.1])
+    for d in range(5):
+        q = np.eye(5)[d]
+        counts = np.zeros(5)
+        for seed in range(4000):
+            accepted, bonus = verify_draft([p, p], [q], [d], seed=seed, start_position=3)
+            counts[d if accepted else bonus] += 1
+            if not accepted:
+                assert bonus != d  # the residual is p with d removed
+        assert chi_square(counts, p) < CHI2_CRIT_DF4_P001
+    # and "sample from p, accept if equal" is that same law: the acceptance rate is p(d)
+    hits = sum(sample(np.arange(5), p, position_uniform(s, 0)) == 1 for s in range(20000))
+    assert abs(hits / 20000 - p[1]) < 0.015
+
+
+def test_target_distribution_semantics():
+    logits = np.log(np.array([0.05, 0.1, 0.2, 0.3, 0.35]))
+    ids, probs = target_distribution(logits, SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0))
+    assert sorted(ids.tolist()) == [0, 1, 2, 3, 4] and abs(probs.sum() - 1) < 1e-12
+    assert np.allclose(probs, [0.35, 0.3, 0.2, 0.1, 0.05])  # sorted, most likely first
+    ids, _ = target_distribution(logits, SamplingParams(temperature=1.0, top_k=2, top_p=1.0, min_p=0.0))
+    assert ids.tolist() == [4, 3]
+    ids, _ = target_distribution(logits, SamplingParams(temperature=1.0, top_k=0, top_p=0.6, min_p=0.0))
+    assert ids.tolist() == [4, 3]  # 0.35 + 0.3 crosses 0.6
+    ids, _ = target_distribution(logits, SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.5))
+    assert ids.tolist() == [4, 3, 2]  # p >= 0.5 * 0.35
+    _, cold = target_distribution(logits, SamplingParams(temperature=0.1, top_k=0, top_p=1.0, min_p=0.0))
+    assert cold[0] > 0.8
+    ids, probs = target_distribution(logits, SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
+                                                            logit_bias={0: 10.0}))
+    assert ids[0] == 0
+    ids, probs = target_distribution(logits, SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
+                                                            repeat_penalty=2.0, presence_penalty=1.0),
+                                     history=[4, 4])
+    assert ids[0] == 3  # token 4 was penalised below token 3
+
+
+@pytest.mark.parametrize("bad", [dict(temperature=0.0), dict(temperature=1.0, top_p=1.5),
+                                 dict(temperature=1.0, repeat_penalty=0.0)])
+def test_bad_sampling_params(bad):
+    with pytest.raises(ValueError):
+        SamplingParams(**bad)
+
+
+def test_speculative_sampling_equals_plain_sampling_with_the_same_seed(llm, invariance):
+    plain = SpeculativeEngine(llm, invariance=invariance, max_draft=0)
+    eager = SpeculativeEngine(llm, invariance=invariance, adaptive=False)
+    drafted = 0
+    for seed in range(4):
+        params = SamplingParams(temperature=0.7, seed=seed, repeat_penalty=1.1)
+        llm.reset()
+        a = plain.generate(PROMPTS["list"], max_tokens=48, sampling=params)
+        llm.reset()
+        b = eager.generate(PROMPTS["list"], max_tokens=48, sampling=params)
+        assert a.tokens == b.tokens
+        drafted += b.stats.drafted_tokens
+        assert b.stats.forward_passes <= a.stats.forward_passes
+    assert drafted > 0
+
+
+def test_engine_rejects_bad_sampling_argument(llm, engine):
+    with pytest.raises(TypeError, match="SamplingParams"):
+        engine.generate("Hi", max_tokens=2, sampling={"temperature": 0.7})

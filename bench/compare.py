@@ -20,10 +20,12 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--no-lookup", action="store_true")
+    ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     res = run_benchmark(args.model, rounds=args.rounds, max_tokens=args.max_tokens,
-                        workloads=args.workloads.split(","), lookup=not args.no_lookup)
+                        workloads=args.workloads.split(","), lookup=not args.no_lookup,
+                        temperature=args.temperature)
     text = res.to_markdown(".venv/bin/python bench/compare.py " + " ".join(sys.argv[1:]))
     print(text)
     if args.out:

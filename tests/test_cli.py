@@ -63,7 +63,7 @@ def test_bench_quick(tmp_path: Path):
     p = run("bench", "--quick", "--workloads", "list", "--out", str(out))
     assert p.returncode == 0, p.stderr
     table = out.read_text()
-    assert "| list |" in table and "ngramspec speed-up" in table and "prompt lookup" in table
+    assert "| list |" in table and "ngramspec speed-up" in table and "prompt lookup" in table and "NGramDraftModel" in table
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -209,7 +209,7 @@ def _bench(args: argparse.Namespace) -> int:
     if rounds < 1 or max_tokens < 1:
         raise UserError("--rounds and --max-tokens must be >= 1")
     res = run_benchmark(args.model, rounds=rounds, max_tokens=max_tokens, workloads=workloads,
-                        lookup=not args.no_lookup)
+                        lookup=not args.no_lookup, temperature=args.temperature)
     text = res.to_markdown("ngramspec bench " + " ".join(sys.argv[2:]))
     print(text)
     if args.out:
@@ -246,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--max-tokens", type=int, default=128)
     b.add_argument("--workloads", default=None, help="comma-separated names from ngramspec.workloads")
     b.add_argument("--no-lookup", action="store_true", help="skip llama-cpp-python's prompt-lookup decoder")
+    b.add_argument("--temperature", type=float, default=0.0, help="> 0 benchmarks sampling")
     b.add_argument("--out", default=None, help="also write the markdown table here")
     return ap
 

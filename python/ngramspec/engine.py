@@ -275,7 +275,9 @@ class _Run:
             ids, probs = target_distribution(row, sampling, history)
             return sample(ids, probs, position_uniform(sampling.seed, position))
 
-        nxt = pick(first_row, n_past, kv)
+        # Penalty history is the generated tokens only: llama-cpp-python builds a new
+        # sampler per call and feeds it only the tokens it samples.
+        nxt = pick(first_row, n_past, [])
 
         t0 = time.perf_counter()
         predictor.reset()
@@ -363,8 +365,7 @@ class _Run:
                 else:
                     # One-hot q: draw from p with the position's uniform and accept
                     # the draft token when the draw equals it (module sampling).
-                    tail = kv[-sampling.penalty_last_n:] if sampling.penalty_last_n > 0 else kv
-                    hist = tail + [nxt]
+                    hist = emitted[-sampling.penalty_last_n:] if sampling.penalty_last_n > 0 else emitted[:]
                     targets = [pick(rows[0], n_past + 1, hist)]
                     m = 0
                     while m < k and draft[m] == targets[m]:

@@ -74,7 +74,8 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 def target_distribution(logits: np.ndarray, params: SamplingParams,
                         history: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
     """(candidate ids, probabilities summing to 1) for one row of logits.
-    history: the tokens before this position (prompt and generated), for penalties."""
+    history: the tokens generated before this position (llama-cpp-python's
+        penalties see only sampled tokens, not the prompt)."""
     x = np.array(logits, dtype=np.float64)  # a copy: the row belongs to llama.cpp
     if params.logit_bias:
         for tok, bias in params.logit_bias.items():

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from ngramspec.benchmark import WORKLOADS, run_benchmark
+from ngramspec.benchmark import WORKLOADS, emit_report, run_benchmark
 
 
 def main() -> None:
@@ -26,10 +25,7 @@ def main() -> None:
     res = run_benchmark(args.model, rounds=args.rounds, max_tokens=args.max_tokens,
                         workloads=args.workloads.split(","), lookup=not args.no_lookup,
                         temperature=args.temperature)
-    text = res.to_markdown(".venv/bin/python bench/compare.py " + " ".join(sys.argv[1:]))
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    emit_report(res.to_markdown(".venv/bin/python bench/compare.py " + " ".join(sys.argv[1:])), args.out)
 
 
 if __name__ == "__main__":

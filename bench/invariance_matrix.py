@@ -12,7 +12,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
+
+from ngramspec.benchmark import emit_report
 
 MODELS = ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
 
@@ -76,10 +77,7 @@ def main() -> None:
         lines.append(f"| {name} | {tiled} | {','.join(map(str, inv))} | {r['max_invariant']} | {r['single_ms']:.1f} | "
                      + " | ".join(f"{r['cost'][str(s)]:.2f}" for s in sizes if s <= args.max_batch)
                      + f" | {r['prefill256_s']:.2f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    emit_report("\n".join(lines) + "\n", args.out)
 
 
 if __name__ == "__main__":

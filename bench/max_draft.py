@@ -8,12 +8,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
 import llama_cpp
 
 from ngramspec import SpeculativeEngine, check_batch_invariance, models
-from ngramspec.benchmark import WORKLOADS, cpu_name
+from ngramspec.benchmark import WORKLOADS, cpu_name, emit_report
 from ngramspec.workloads import PROMPTS
 
 
@@ -50,10 +49,7 @@ def main() -> None:
             geo[c] *= med[c] ** (1 / len(WORKLOADS))
         lines.append(f"| {w} | " + " | ".join(f"{med[c]:.1f}" for c in caps) + " |")
     lines.append("| geometric mean | " + " | ".join(f"**{geo[c]:.1f}**" for c in caps) + " |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    emit_report("\n".join(lines) + "\n", args.out)
 
 
 if __name__ == "__main__":

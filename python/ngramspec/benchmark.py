@@ -140,3 +140,12 @@ def run_benchmark(model: str, *, rounds: int = 3, max_tokens: int = 128, n_ctx: 
         for other in others.values():
             other.close()
     return res
+
+
+def emit_report(text: str, out: str | None) -> None:
+    """Print a markdown report and, when asked, write it to ``out``."""
+    from pathlib import Path
+
+    print(text)
+    if out:
+        Path(out).write_text(text)

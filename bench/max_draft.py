@@ -12,8 +12,10 @@ import sys
 import llama_cpp
 
 from ngramspec import SpeculativeEngine, check_batch_invariance, models
-from ngramspec.benchmark import WORKLOADS, cpu_name, emit_report
+from ngramspec.provenance import cpu_name, emit_report
 from ngramspec.workloads import PROMPTS
+
+WORKLOADS = ["code_edit", "json", "repetitive", "list", "chat", "prose"]
 
 
 def main() -> None:

@@ -58,12 +58,36 @@ def test_doctor():
     assert "exact speculation POSSIBLE" in p.stdout
 
 
-def test_bench_quick(tmp_path: Path):
-    out = tmp_path / "bench.md"
-    p = run("bench", "--quick", "--workloads", "list", "--out", str(out))
+WORKLOAD_NAMES = ["code_completion", "code_editing", "structured_extraction", "grounded_qa", "open_prose",
+                  "multi_turn_chat"]
+
+
+def test_bench_quick_writes_a_well_formed_report(tmp_path: Path):
+    p = run("bench", "--quick", "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
-    table = out.read_text()
-    assert "| list |" in table and "ngramspec speed-up" in table and "prompt lookup" in table and "NGramDraftModel" in table
+    md = (tmp_path / "suite-smollm2-135m-quick.md").read_text()
+    assert md.strip() in p.stdout
+    for name in WORKLOAD_NAMES:
+        row = next(line for line in md.splitlines() if line.startswith(f"| {name} |"))
+        assert "ngramspec: yes" in row, row          # greedy speculation stayed exact
+    assert "| **geometric mean** |" in md and "## Peak RSS" in md and "HumanEval" in md and "iso3166.tab" in md
+    data = json.loads((tmp_path / "suite-smollm2-135m-quick.json").read_text(),
+                      parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert [w["name"] for w in data["workloads"]] == WORKLOAD_NAMES
+    assert data["methods"] == ["plain", "prompt lookup", "ngramspec"]
+    assert len(data["runs"]) == 3 * len(WORKLOAD_NAMES)
+    for w in data["workloads"]:
+        # The perfect drafter bounds the copy oracle, which cannot lose to plain decoding.
+        assert 1.0 <= w["limit_speedup"] <= w["perfect_speedup"]
+        assert w["methods"]["ngramspec"]["identical"] is True
+        assert w["methods"]["plain"]["decode_tok_s"] > 0
+    assert data["verify_cost"][0] == 1.0 and len(data["verify_cost"]) == 17
+    assert set(data["peak_rss_mib"]) == {"plain", "prompt lookup", "ngramspec"}
+    assert all(v > 50 for v in data["peak_rss_mib"].values())
+    for plot in ["speedup", "acceptance", "tokens-per-pass", "verify-cost"]:
+        png = tmp_path / f"suite-smollm2-135m-quick-{plot}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"({png.name})" in md
 
 
 @pytest.mark.parametrize("args, needle", [

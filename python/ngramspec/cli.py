@@ -125,35 +125,6 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify_cost(llm: Any, max_batch: int, reps: int = 3) -> list[float]:
-    """Median llama_decode time of a B-token batch relative to one token, B = 1..max_batch."""
-    import numpy as np
-    from tqdm import tqdm
-
-    from . import _llama
-
-    tokens = llm.tokenize(DEFAULT_PROMPT.encode(), add_bos=False) * 4
-    base = 32
-    batch = _llama.Batch(max(base, max_batch))
-    times: dict[int, list[float]] = {b: [] for b in range(1, max_batch + 1)}
-    try:
-        _llama.clear_memory(llm)
-        batch.fill(tokens[:base], 0, all_logits=False)
-        _llama.decode(llm, batch)
-        for _ in tqdm(range(reps), desc="verify cost", unit="sweep", file=sys.stderr):
-            for b in times:
-                _llama.remove_from(llm, base)
-                batch.fill(tokens[base:base + b], base, all_logits=True)
-                t0 = time.perf_counter()
-                _llama.decode(llm, batch)
-                times[b].append(time.perf_counter() - t0)
-    finally:
-        batch.close()
-        _llama.clear_memory(llm)
-    one = float(np.median(times[1]))
-    return [float(np.median(times[b])) / one for b in times]
-
-
 def _break_even(cost: list[float], k: int) -> float:
     """Per-token acceptance a at which drafting k tokens matches plain decoding:
     1 + a + ... + a^k = cost(k + 1)."""
@@ -187,7 +158,9 @@ def _doctor(args: argparse.Namespace) -> int:
     report = check_batch_invariance(llm, max_batch=args.max_batch, progress=True)
     print("\nbatch invariance (verify logits bit-identical to one-token decoding):")
     print(report)
-    cost = _verify_cost(llm, args.max_batch)
+    from .costcurve import measure_verify_cost
+
+    cost = measure_verify_cost(llm, args.max_batch, reps=3, progress=True).relative
     print("\nverify cost, relative to one token:  " + "  ".join(f"B={b}:{c:.2f}" for b, c in enumerate(cost, 1)))
     exact_max = report.max_invariant_batch
     print(f"\nverdict: exact speculation {'POSSIBLE' if exact_max > 1 else 'NOT possible'} "
@@ -199,19 +172,23 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .benchmark import QUICK_WORKLOADS, WORKLOADS, emit_report, run_benchmark
+    from .suite import run_suite
+    from .suite.sources import MissingMaterial
 
-    if args.quick:
-        rounds, max_tokens, workloads = 1, 64, QUICK_WORKLOADS
-    else:
-        rounds, max_tokens, workloads = args.rounds, args.max_tokens, WORKLOADS
-    if args.workloads:
-        workloads = args.workloads.split(",")
-    if rounds < 1 or max_tokens < 1:
-        raise UserError("--rounds and --max-tokens must be >= 1")
-    res = run_benchmark(args.model, rounds=rounds, max_tokens=max_tokens, workloads=workloads,
-                        lookup=not args.no_lookup, temperature=args.temperature)
-    emit_report(res.to_markdown("ngramspec bench " + " ".join(sys.argv[2:])), args.out)
+    if args.rounds < 1:
+        raise UserError("--rounds must be >= 1")
+    if args.threads is not None and args.threads < 1:
+        raise UserError("--threads must be >= 1")
+    rounds = 1 if args.quick else args.rounds
+    methods = ["plain", "ngramspec"] if args.no_lookup else None
+    try:
+        md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=Path(args.out), threads=args.threads,
+                       methods=methods, rss=not args.no_rss, plot=not args.no_plots,
+                       command="ngramspec bench " + " ".join(sys.argv[2:]))
+    except MissingMaterial as e:
+        raise UserError(str(e)) from None
+    print(md.read_text())
+    print(f"report written to {md}", file=sys.stderr)
     return 0
 
 
@@ -237,15 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--model", default="smollm2-135m")
     d.add_argument("--max-batch", type=int, default=12)
     d.add_argument("--threads", type=int, default=None)
-    b = sub.add_parser("bench", help="plain vs prompt lookup vs ngramspec on this machine")
-    b.add_argument("--model", default="smollm2-135m")
-    b.add_argument("--quick", action="store_true", help="3 workloads, 1 round, 64 tokens (a minute or two)")
-    b.add_argument("--rounds", type=int, default=3)
-    b.add_argument("--max-tokens", type=int, default=128)
-    b.add_argument("--workloads", default=None, help="comma-separated names from ngramspec.workloads")
+    b = sub.add_parser("bench", help="plain vs prompt lookup vs ngramspec on real workloads, with a report")
+    b.add_argument("--model", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
+    b.add_argument("--quick", action="store_true", help="one short prompt per workload, one round (~1-2 minutes)")
+    b.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the full suite")
+    b.add_argument("--threads", type=int, default=None, help="llama.cpp threads for every method")
     b.add_argument("--no-lookup", action="store_true", help="skip llama-cpp-python's prompt-lookup decoder")
-    b.add_argument("--temperature", type=float, default=0.0, help="> 0 benchmarks sampling")
-    b.add_argument("--out", default=None, help="also write the markdown table here")
+    b.add_argument("--no-rss", action="store_true", help="skip the per-method peak-memory probes")
+    b.add_argument("--no-plots", action="store_true", help="write the report without PNG plots")
+    b.add_argument("--out", default="ngramspec-bench", help="directory for the report, its JSON and plots")
     return ap
 
 

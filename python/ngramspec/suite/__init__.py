@@ -1,0 +1,33 @@
+"""The benchmark suite behind ``ngramspec bench`` and ``bench/test_suite.py``:
+real workloads (sources), the methods run side by side (runner), the model-free
+limit (oracle), the figures (summary), and the report with its plots (report, plots)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+
+def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: str,
+              threads: int | None = None, methods: Sequence[str] | None = None, rss: bool = True,
+              plot: bool = True, progress: bool = True) -> Path:
+    """Runs the whole suite and writes its report; returns the Markdown file's path."""
+    from ..provenance import git_commit
+    from . import report, runner, summary
+
+    if rounds < 1:
+        raise ValueError("rounds must be >= 1")
+    suite = runner.Suite(model, quick=quick, threads=threads, methods=tuple(methods or runner.METHODS),
+                         progress=progress)
+    try:
+        runs = suite.run(rounds)
+        figs = summary.summarize(suite, runs)
+    finally:
+        suite.close()
+    peaks: dict[str, float] = {}
+    if rss:
+        # The longest prompt that every method got through (a peer may fail on some).
+        failed = {(r.workload, r.item) for r in runs if r.error}
+        longest = max((i for w in suite.workloads for i in w.items if (w.name, i.label) not in failed),
+                      key=lambda i: len(i.prompt))
+        peaks = {m: runner.peak_rss_mib(suite.path, m, longest, suite.n_ctx, threads) for m in suite.methods}
+    return report.write(Path(out_dir), suite, figs, runs, rounds, command, git_commit(), peaks, plot=plot)

@@ -1,0 +1,105 @@
+"""The model-free limit: the best any copy drafter could do on a given text.
+
+Decoding emits one token per forward pass. A speculative pass feeds the token
+just emitted plus k draft tokens, costs r(k + 1) single-token passes (the
+measured verify-cost curve), and, when the whole draft is right, emits k + 1
+tokens. Given the true greedy output, an oracle that
+
+* may draft only tokens that copy an earlier span of the context (prompt plus
+  the output so far; a copy may run on into the tokens it is producing, as in
+  LZ77, which is what a chained n-gram draft does on a repeating run), and
+* knows how far each copy stays right,
+
+chooses every draft length by dynamic programming to minimise total verify cost.
+Its speed-up over one-token decoding bounds every n-gram and prompt-lookup
+drafter on that text. The perfect-drafter ceiling drops the copy rule: every
+draft of any allowed length is right, so only r(B) limits it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+
+def copy_lengths(prompt: Sequence[int], output: Sequence[int]) -> list[int]:
+    """L[i] for each output index i: the longest run output[i+1 : i+1+L] that
+    copies some earlier span seq[p : p+L] of seq = prompt + output, p < the
+    run's own start (the span may overlap the run)."""
+    seq = list(prompt) + list(output)
+    positions: dict[int, list[int]] = {}
+    for p, t in enumerate(seq[: len(prompt)]):
+        positions.setdefault(t, []).append(p)
+    end = len(seq)
+    lengths = []
+    for i in range(len(output)):
+        q = len(prompt) + i + 1          # index in seq of the first draft token
+        # output[i] is known once it is emitted: it joins the copyable context.
+        positions.setdefault(seq[q - 1], []).append(q - 1)
+        best = 0
+        if q < end:
+            for p in positions.get(seq[q], ()):
+                n = 1
+                while q + n < end and seq[p + n] == seq[q + n]:
+                    n += 1
+                best = max(best, n)
+        lengths.append(best)
+    return lengths
+
+
+@dataclass
+class Limit:
+    tokens: int            # output tokens after the first (the first comes with prefill)
+    cost: float            # the oracle's total verify cost, in single-token passes
+    passes: int
+
+    @property
+    def speedup(self) -> float:
+        return self.tokens / self.cost if self.cost else 1.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.tokens / self.passes if self.passes else 1.0
+
+
+def best_schedule(draftable: Sequence[float], cost: Sequence[float], allowed: Sequence[bool]) -> Limit:
+    """Minimum-cost passes over the output.
+
+    draftable[i]: how many correct draft tokens may follow output[i] (math.inf
+        for the perfect drafter); only the first len(output) - 1 entries count.
+    cost[b - 1]: r(b), the cost of a b-token pass relative to one token.
+    allowed[b - 1]: whether a b-token verify batch may be used (exact mode uses
+        only the batch sizes found bit-exact)."""
+    n = len(draftable)
+    if n <= 1:
+        return Limit(0, 0.0, 0)
+    sizes = [b for b in range(1, len(cost) + 1) if allowed[b - 1]]
+    if 1 not in sizes:
+        raise ValueError("a one-token pass must be allowed")
+    best = [math.inf] * n
+    passes = [0] * n
+    best[n - 1] = 0.0                      # the last token is already emitted
+    for i in range(n - 2, -1, -1):
+        reach = min(draftable[i], n - 2 - i)   # draft tokens beyond the last one are wasted
+        for b in sizes:
+            k = b - 1
+            if k > reach:
+                break
+            c = cost[b - 1] + best[i + k + 1]
+            if c < best[i]:
+                best[i], passes[i] = c, passes[i + k + 1] + 1
+    return Limit(n - 1, best[0], passes[0])
+
+
+def model_free_limit(prompt: Sequence[int], output: Sequence[int], cost: Sequence[float],
+                     allowed: Sequence[bool]) -> Limit:
+    return best_schedule(copy_lengths(prompt, output), cost, allowed)
+
+
+def perfect_limit(n_output: int, cost: Sequence[float], allowed: Sequence[bool]) -> Limit:
+    return best_schedule([math.inf] * n_output, cost, allowed)
+
+
+def combine(limits: Sequence[Limit]) -> Limit:
+    """The limit of several generations run one after another."""
+    return Limit(sum(x.tokens for x in limits), sum(x.cost for x in limits), sum(x.passes for x in limits))

@@ -1,0 +1,184 @@
+"""Runs every method on every workload: same model file, same llama.cpp build,
+same thread count, methods interleaved and rotated round by round.
+
+Timing: a run's prefill ends when its first generated token is known (the
+first call of its stopping criteria, which llama-cpp-python and the engine both
+make right after choosing a token); decode is the rest. Decode speed is
+(generated tokens - 1) / decode time, because the first token comes with the
+prefill.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import sources
+from .sources import Item, Workload
+
+METHODS = ("plain", "prompt lookup", "ngramspec")
+# llama-cpp-python's documented prompt-lookup setting (num_pred_tokens=10 in its
+# README; max_ngram_size=2 is its default).
+LOOKUP_PRED_TOKENS = 10
+# Invariance and the verify-cost curve are measured up to this batch size: the
+# engine's default cap (9) and room above it for the model-free limit.
+MEASURED_MAX_BATCH = 17
+
+
+class FirstTokenClock:
+    """A stopping criterion that never stops: it notes when the first token was chosen."""
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+
+    def __call__(self, input_ids: Any, logits: Any) -> bool:
+        if self.first is None:
+            self.first = time.perf_counter()
+        return False
+
+
+@dataclass
+class Run:
+    method: str
+    workload: str
+    item: str
+    round: int
+    prefill_s: float
+    decode_s: float
+    tokens: int                      # generated tokens
+    text: str
+    error: str = ""
+    output_ids: list[int] = field(default_factory=list)   # ngramspec only
+    stats: dict[str, Any] = field(default_factory=dict)   # ngramspec only
+
+    @property
+    def decode_tokens(self) -> int:
+        return max(0, self.tokens - 1)
+
+
+def _model_path(model: str) -> str:
+    from .. import models
+
+    if model in models.MODELS:
+        return str(models.fetch(model))
+    if os.path.isfile(model):
+        return model
+    raise ValueError(f"model {model!r} is neither a file nor one of: {', '.join(models.MODELS)}")
+
+
+def load(path: str, method: str, n_ctx: int, threads: int | None) -> Any:
+    import llama_cpp
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    kwargs: dict[str, Any] = {"n_ctx": n_ctx, "seed": 0, "verbose": False}
+    if threads:
+        kwargs["n_threads"] = threads
+    if method == "prompt lookup":
+        kwargs["draft_model"] = LlamaPromptLookupDecoding(num_pred_tokens=LOOKUP_PRED_TOKENS)
+    return llama_cpp.Llama(path, **kwargs)
+
+
+class Suite:
+    """The loaded models, the measured build facts and the workloads of one benchmark.
+
+    model: a name from ngramspec.models or a GGUF path.
+    quick: one short prompt per workload (the README demo and CI smoke runs).
+    threads: llama.cpp threads for every method (None: llama-cpp-python's default).
+    methods: a subset of METHODS, in order; "plain" is always run.
+    """
+
+    def __init__(self, model: str, *, quick: bool, n_ctx: int = 4096, threads: int | None = None,
+                 methods: tuple[str, ...] = METHODS, progress: bool = True) -> None:
+        from ..costcurve import measure_verify_cost
+        from ..engine import SpeculativeEngine
+        from ..invariance import check_batch_invariance
+
+        unknown = [m for m in methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
+        self.model, self.quick, self.n_ctx = model, quick, n_ctx
+        self.methods = ("plain",) + tuple(m for m in methods if m != "plain")
+        self.path = _model_path(model)
+        self.llm = load(self.path, "plain", n_ctx, threads)
+        self.threads = self.llm.context_params.n_threads
+        self.workloads: list[Workload] = sources.build(self.llm, quick)
+        self.invariance = check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
+        self.cost = measure_verify_cost(self.llm, MEASURED_MAX_BATCH, reps=3 if quick else 7, progress=progress)
+        self.engine = SpeculativeEngine(self.llm, invariance=self.invariance)
+        self.lookup = load(self.path, "prompt lookup", n_ctx, threads) if "prompt lookup" in self.methods else None
+        self.progress = progress
+
+    def close(self) -> None:
+        self.llm.close()
+        if self.lookup is not None:
+            self.lookup.close()
+
+    def workload(self, name: str) -> Workload:
+        for w in self.workloads:
+            if w.name == name:
+                return w
+        raise KeyError(name)
+
+    def run_once(self, method: str, workload: str, item: Item, round_: int) -> Run:
+        clock = FirstTokenClock()
+        stop = item.stop or None
+        t0 = time.perf_counter()
+        try:
+            if method == "ngramspec":
+                self.llm.reset()
+                gen = self.engine.generate(item.prompt, max_tokens=item.max_tokens, stop=stop,
+                                           stopping_criteria=clock)
+                t1 = time.perf_counter()
+                return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
+                           len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=gen.stats.to_dict())
+            llm = self.llm if method == "plain" else self.lookup
+            llm.reset()
+            out = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=stop,
+                                        stopping_criteria=clock)
+            t1 = time.perf_counter()
+            return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
+                       out["usage"]["completion_tokens"], out["choices"][0]["text"])
+        except Exception as e:  # a peer failing on a prompt is a result, not the end of the benchmark
+            if method == "ngramspec":
+                raise
+            return Run(method, workload, item.label, round_, 0.0, 0.0, 0, "", error=f"{type(e).__name__}: {e}")
+
+    def run(self, rounds: int) -> list[Run]:
+        """Every method on every item, ``rounds`` times. Within a round each item
+        runs every method back to back, in an order that rotates by round."""
+        from tqdm import tqdm
+
+        if rounds < 1:
+            raise ValueError("rounds must be >= 1")
+        total = rounds * sum(len(w.items) for w in self.workloads) * len(self.methods)
+        runs: list[Run] = []
+        with tqdm(total=total, desc=f"bench {self.model}", unit="run", disable=not self.progress) as bar:
+            for r in range(rounds):
+                order = self.methods[r % len(self.methods):] + self.methods[: r % len(self.methods)]
+                for w in self.workloads:
+                    for item in w.items:
+                        for m in order:
+                            runs.append(self.run_once(m, w.name, item, r))
+                            bar.update()
+        return runs
+
+    def prompt_ids(self, item: Item) -> list[int]:
+        from ..engine import prompt_tokens_for
+
+        return prompt_tokens_for(self.llm, item.prompt)
+
+
+def peak_rss_mib(path: str, method: str, item: Item, n_ctx: int, threads: int | None) -> float:
+    """Peak resident memory of a fresh process that loads the model and runs one
+    method on one item (MiB): each method's own footprint, not the suite's."""
+    job = json.dumps({"path": path, "method": method, "item": asdict(item), "n_ctx": n_ctx, "threads": threads})
+    out = subprocess.run([sys.executable, "-m", "ngramspec.suite.rss"], input=job, capture_output=True, text=True,
+                         check=False)
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"peak RSS probe for {method} failed: {tail}")
+    return float(out.stdout.strip().splitlines()[-1])

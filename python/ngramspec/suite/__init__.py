@@ -12,10 +12,11 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
               plot: bool = True, progress: bool = True) -> Path:
     """Runs the whole suite and writes its report; returns the Markdown file's path."""
     from ..provenance import git_commit
-    from . import report, runner, summary
+    from . import report, runner, sources, summary
 
     if rounds < 1:
         raise ValueError("rounds must be >= 1")
+    sources.check_installed(plots=plot)
     suite = runner.Suite(model, quick=quick, threads=threads, methods=tuple(methods or runner.METHODS),
                          progress=progress)
     try:

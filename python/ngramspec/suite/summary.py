@@ -53,11 +53,14 @@ def allowed_sizes(suite: Suite) -> list[bool]:
                      for b in range(2, len(suite.cost.relative) + 1)]
 
 
-def summarize(suite: Suite, runs: Sequence[Run]) -> list[WorkloadFigures]:
+def summarize(suite: Suite, runs: Sequence[Run], workloads: Sequence[str] | None = None) -> list[WorkloadFigures]:
+    """Figures for each workload (all of the suite's, or those named)."""
     allowed = allowed_sizes(suite)
     rounds = sorted({r.round for r in runs})
     out = []
     for w in suite.workloads:
+        if workloads is not None and w.name not in workloads:
+            continue
         mine = [r for r in runs if r.workload == w.name]
         plain = {(r.item, r.round): r for r in mine if r.method == "plain"}
         methods: dict[str, MethodFigures] = {}

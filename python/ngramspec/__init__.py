@@ -1,12 +1,13 @@
 """ngramspec: model-free n-gram speculative decoding for llama-cpp-python."""
 from __future__ import annotations
 
-from ._core import NGramPredictor
+from ._core import NGramPredictor, SuffixMatcher
 
 __version__ = "0.1.0"
 
 __all__ = [
     "NGramPredictor",
+    "SuffixMatcher",
     "SpeculativeEngine",
     "Generation",
     "GenerationStats",

@@ -21,9 +21,9 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from . import _llama
-from ._core import NGramPredictor
+from ._core import NGramPredictor, SuffixMatcher
 from .invariance import InvarianceReport, check_batch_invariance
-from .policy import CostAwarePolicy
+from .policy import CostAwarePolicy, copy_source
 from .sampling import SamplingParams, position_uniform, sample, target_distribution
 from .stats import GenerationStats
 
@@ -91,12 +91,17 @@ class SpeculativeEngine:
         time (``CostAwarePolicy``); False verifies every draft token offered; a
         ``CostAwarePolicy`` instance uses that policy.
     min_order, max_order, window: passed to ``NGramPredictor``.
+    copy: also offer long copy drafts from a ``SuffixMatcher`` over the whole
+        prompt and output (the policy picks between them and the n-gram draft
+        each pass by expected gain; without a policy the longer match wins).
+    trace: record every pass in ``stats.trace`` (source, offered, verified,
+        accepted, decode time), to see why a slow case drafted what it did.
     """
 
     def __init__(self, llm: Any, *, max_draft: int = DEFAULT_MAX_DRAFT, exact: bool = True,
                  invariance: InvarianceReport | None = None, adaptive: bool | CostAwarePolicy = True,
                  min_order: int = 2,
-                 max_order: int = 4, window: int = 512) -> None:
+                 max_order: int = 4, window: int = 512, copy: bool = True, trace: bool = False) -> None:
         _llama.context_of(llm)
         if isinstance(max_draft, bool) or not isinstance(max_draft, (int, np.integer)):
             raise TypeError(f"max_draft must be an int, got {type(max_draft).__name__}")
@@ -107,6 +112,8 @@ class SpeculativeEngine:
         self.llm = llm
         self.exact = bool(exact)
         self.predictor = NGramPredictor(min_order=min_order, max_order=max_order, window=window)
+        self.matcher = SuffixMatcher() if copy else None
+        self.trace = bool(trace)
         self.batch_limit = min(llm.n_batch, llm.context_params.n_ubatch)
         self.max_draft = int(min(max_draft, self.batch_limit - 1))
         self.invariance = invariance
@@ -282,6 +289,10 @@ class _Run:
         t0 = time.perf_counter()
         predictor.reset()
         predictor.update_batch(self.prompt_tokens)
+        matcher = engine.matcher
+        if matcher is not None:
+            matcher.reset()
+            matcher.update_batch(self.prompt_tokens)
         stats.time_predictor_s += time.perf_counter() - t0
 
         emitted: list[int] = []
@@ -325,25 +336,40 @@ class _Run:
         try:
             done = emit(nxt, first_row)
             t0 = time.perf_counter()
-            predictor.update(nxt) if not done else None
+            if not done:
+                predictor.update(nxt)
+                if matcher is not None:
+                    matcher.update(nxt)
             stats.time_predictor_s += time.perf_counter() - t0
             yield emitted[:]
+            continuing = False  # the last pass was a copy draft accepted in full
             while not done:
                 # How many draft tokens may ride along with `nxt` in this pass.
                 k = min(engine.max_draft, max_tokens - len(emitted) - 1, n_ctx - n_past - 1)
-                draft = orders = _EMPTY
+                draft, sources, source = _EMPTY, [], "plain"
                 if k > 0 and engine._rollback_ok:
                     t0 = time.perf_counter()
                     draft, orders = predictor.predict_with_orders(k)
-                    stats.time_predictor_s += time.perf_counter() - t0
+                    sources, source = orders.tolist(), "ngram"
+                    candidates = [sources]
+                    if matcher is not None:
+                        copied, match = matcher.predict(k)
+                        copied_sources = [copy_source(match, continuing)] * len(copied)
+                        candidates.append(copied_sources)
                     if policy is not None:
-                        size = policy.choose(orders, allowed) + 1
-                    else:
-                        size = len(draft) + 1
-                        while not allowed[size]:
-                            size -= 1
-                    draft = draft[: size - 1]
+                        which, n = policy.choose_among(candidates, allowed)
+                    else:  # eager: the copy when its match is longer than any n-gram context
+                        which = 1 if len(candidates) > 1 and (match > predictor.max_order - 1 or not sources) else 0
+                        n = len(candidates[which])
+                        while n > 0 and not allowed[n + 1]:
+                            n -= 1
+                    if which == 1:
+                        draft, sources, source = copied, copied_sources, "copy"
+                    draft, sources = draft[:n], sources[:n]
+                    stats.time_predictor_s += time.perf_counter() - t0
                 k = len(draft)
+                if k == 0:
+                    source = "plain"
                 batch.fill_verify(nxt, draft, n_past)
                 t0 = time.perf_counter()
                 rc = llama_decode(ctx, batch.batch)
@@ -374,8 +400,12 @@ class _Run:
                         targets.append(pick(rows[m], n_past + 1 + m, hist))
                 if k:
                     stats.record_draft(k, m)
+                stats.record_pass(source, m)
+                continuing = source == "copy" and m == k
+                if self.engine.trace:
+                    stats.trace.append((source, sources[0] if sources else 0, k, m, t_verify))
                 if policy is not None:
-                    policy.observe(k + 1, t_verify, orders, m)
+                    policy.observe(k + 1, t_verify, sources, m)
                 kv.append(nxt)
                 kv.extend(int(t) for t in draft[:m])
                 n_past += 1 + m
@@ -391,8 +421,12 @@ class _Run:
                 t0 = time.perf_counter()
                 if len(emitted) - start == 1:
                     predictor.update(emitted[-1])
+                    if matcher is not None:
+                        matcher.update(emitted[-1])
                 else:
                     predictor.update_batch(emitted[start:])
+                    if matcher is not None:
+                        matcher.update_batch(emitted[start:])
                 stats.time_predictor_s += time.perf_counter() - t0
                 nxt = accepted[-1]
                 if len(emitted) > start:

@@ -14,6 +14,11 @@ It picks the k that maximises expected tokens per unit of verify time, where
 k = 0 (a plain one-token decode, ratio 1) is always a candidate, so on text it
 cannot predict it falls back to plain decoding. A rare probe (k = 1 once every
 ``probe_every`` refusals) lets it notice when the text becomes predictable.
+
+Draft tokens carry a *source*: the n-gram order that produced them (2..8), or,
+for copy drafts from the SuffixMatcher, a bucket of the match length they
+follow (``copy_source``). Acceptance is learned per source, and when several
+drafts are offered the one with the best expected gain per unit time wins.
 """
 from __future__ import annotations
 
@@ -25,6 +30,25 @@ import numpy as np
 from ._core import NGramPredictor
 
 _MAX_ORDER = 8
+# Copy-draft sources: match lengths 2-3, 4-7, 8-15, 16-31, 32+ (powers of two,
+# because acceptance climbs with the log of the match length), each twice: for a
+# fresh copy, and for one that continues a copy whose whole draft was just
+# accepted. A copy resumed after an edit has a short backward match, yet once
+# its first tokens are accepted it is usually right for a long way (measured on
+# the code-editing workload: the ramp from 1-token drafts was the main loss).
+COPY_SOURCE_BASE = _MAX_ORDER + 1
+_COPY_BUCKETS = 5
+N_SOURCES = COPY_SOURCE_BASE + 2 * _COPY_BUCKETS
+# Priors for the copy buckets, before any outcome is seen: a long match is
+# usually a real copy (code edits, quoting), a 2-token one often is not.
+_COPY_PRIORS = (0.35, 0.5, 0.65, 0.75, 0.85) + (0.6, 0.7, 0.8, 0.85, 0.9)
+
+
+def copy_source(match_length: int, continuing: bool = False) -> int:
+    """The source index of a copy draft that follows a backward match of this
+    length; ``continuing``: the previous pass was a copy accepted in full."""
+    bucket = min(_COPY_BUCKETS - 1, max(0, match_length.bit_length() - 2))
+    return COPY_SOURCE_BASE + bucket + (_COPY_BUCKETS if continuing else 0)
 
 
 class CostAwarePolicy:
@@ -41,7 +65,7 @@ class CostAwarePolicy:
         self.max_batch = max_batch
         self.slope = prior_slope
         self.single_seconds = math.nan  # moving average of a one-token decode
-        self._acceptance_list = [float(prior_accept)] * (_MAX_ORDER + 1)
+        self._acceptance_list = [float(prior_accept)] * COPY_SOURCE_BASE + list(_COPY_PRIORS)
         self.alpha = alpha
         self.probe_every = probe_every
         self._refusals = 0
@@ -51,32 +75,49 @@ class CostAwarePolicy:
         return 1.0 + self.slope * (batch - 1)
 
     def choose(self, orders: np.ndarray, allowed: np.ndarray) -> int:
-        """Number of draft tokens to verify, given each offered token's order and
-        allowed[b] (may a batch of b tokens be used)."""
+        """Number of draft tokens to verify, given each offered token's source
+        (its n-gram order) and allowed[b] (may a batch of b tokens be used)."""
+        return self.choose_among([orders.tolist()], allowed)[1]
+
+    def _best(self, sources: list[int], allowed: np.ndarray) -> tuple[int, float]:
         # Plain Python floats: for at most a few dozen tokens this is several
         # times cheaper than numpy's per-call overhead, and it runs every pass.
         acceptance, slope = self._acceptance_list, self.slope
         best_k, best_score = 0, 1.0
         reach, expected = 1.0, 1.0
-        for k, order in enumerate(orders.tolist(), 1):
-            reach *= acceptance[order]       # P(draft tokens 1..k all accepted)
+        for k, source in enumerate(sources, 1):
+            reach *= acceptance[source]      # P(draft tokens 1..k all accepted)
             expected += reach
             if allowed[k + 1]:
                 score = expected / (1.0 + slope * k)
                 if score > best_score:
                     best_k, best_score = k, score
+        return best_k, best_score
+
+    def choose_among(self, candidates: list[list[int]], allowed: np.ndarray) -> tuple[int, int]:
+        """(which candidate, how many of its tokens) to verify. Each candidate is
+        the list of its draft tokens' sources; k = 0 means decode plainly."""
+        best_i, best_k, best_score = 0, 0, 1.0
+        for i, sources in enumerate(candidates):
+            k, score = self._best(sources, allowed)
+            if score > best_score:
+                best_i, best_k, best_score = i, k, score
         if best_k == 0:
-            if len(orders) == 0:
-                return 0
+            if not any(candidates):
+                return 0, 0
             self._refusals += 1
             if self._refusals >= self.probe_every and allowed[2]:
                 self._refusals = 0
-                return 1
+                # Probe with the candidate whose first token is trusted most.
+                first = [self._acceptance_list[c[0]] if c else -1.0 for c in candidates]
+                return first.index(max(first)), 1
         else:
             self._refusals = 0
-        return best_k
+        return best_i, best_k
 
-    def observe(self, batch: int, seconds: float, orders: np.ndarray, accepted: int) -> None:
+    def observe(self, batch: int, seconds: float, orders: np.ndarray | list[int], accepted: int) -> None:
+        """One verify pass: its batch size and time, the sources of the draft
+        tokens it verified, and how many of them were accepted."""
         a = self.alpha
         if batch == 1:
             t1 = self.single_seconds
@@ -85,7 +126,8 @@ class CostAwarePolicy:
             slope = (seconds / self.single_seconds - 1.0) / (batch - 1)
             self.slope += a * (min(max(slope, 0.0), 1.0) - self.slope)
         acceptance = self._acceptance_list
-        for i, o in enumerate(orders.tolist()[: batch - 1]):
+        sources = orders if isinstance(orders, list) else orders.tolist()
+        for i, o in enumerate(sources[: batch - 1]):
             hit = i < accepted
             acceptance[o] += a * ((1.0 if hit else 0.0) - acceptance[o])
             if not hit:
@@ -93,12 +135,13 @@ class CostAwarePolicy:
 
     @property
     def acceptance(self) -> np.ndarray:
-        """Acceptance estimate per n-gram order (index = order); a copy."""
+        """Acceptance estimate per source (index = n-gram order, then the copy
+        buckets from COPY_SOURCE_BASE); a copy."""
         return np.array(self._acceptance_list)
 
     @acceptance.setter
     def acceptance(self, values: Any) -> None:
-        self._acceptance_list = [float(v) for v in np.broadcast_to(np.asarray(values, dtype=float), (_MAX_ORDER + 1,))]
+        self._acceptance_list = [float(v) for v in np.broadcast_to(np.asarray(values, dtype=float), (N_SOURCES,))]
 
 
-__all__ = ["CostAwarePolicy", "NGramPredictor"]
+__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "N_SOURCES", "NGramPredictor", "copy_source"]

@@ -16,6 +16,14 @@ class GenerationStats:
     drafted_by_position: list[int] = field(default_factory=list)
     accepted_by_position: list[int] = field(default_factory=list)
     verify_batch_sizes: dict[int, int] = field(default_factory=dict)  # batch size -> passes
+    # Why each pass drafted what it did: passes and accepted draft tokens per
+    # source ("plain": no draft, "ngram": the n-gram tables, "copy": the suffix matcher).
+    passes_by_source: dict[str, int] = field(default_factory=dict)
+    accepted_by_source: dict[str, int] = field(default_factory=dict)
+    # With SpeculativeEngine(trace=True): one (source, first token's source index
+    # (n-gram order or copy bucket), draft tokens verified, accepted, decode seconds)
+    # per pass.
+    trace: list[tuple[str, int, int, int, float]] = field(default_factory=list)
     stopped_inside_draft: bool = False  # the last token came from an accepted draft, not the bonus
     time_prefill_s: float = 0.0
     time_decode_s: float = 0.0       # inside llama_decode after prefill
@@ -55,6 +63,10 @@ class GenerationStats:
                 self.accepted_by_position[i] += 1
         self.drafted_tokens += drafted
         self.accepted_tokens += accepted
+
+    def record_pass(self, source: str, accepted: int) -> None:
+        self.passes_by_source[source] = self.passes_by_source.get(source, 0) + 1
+        self.accepted_by_source[source] = self.accepted_by_source.get(source, 0) + accepted
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

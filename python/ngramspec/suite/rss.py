@@ -15,10 +15,10 @@ def main() -> None:
     item = Item(**job["item"])
     method = job["method"]
     llm = load(job["path"], method, job["n_ctx"], job["threads"])
-    if method == "ngramspec":
+    if method.startswith("ngramspec"):
         from ..engine import SpeculativeEngine
 
-        SpeculativeEngine(llm).generate(item.prompt, max_tokens=item.max_tokens, stop=item.stop or None)
+        SpeculativeEngine(llm, copy=method == "ngramspec").generate(item.prompt, max_tokens=item.max_tokens, stop=item.stop or None)
     else:
         llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=item.stop or None)
     llm.close()

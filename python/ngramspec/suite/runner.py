@@ -21,6 +21,8 @@ from . import sources
 from .sources import Item, Workload
 
 METHODS = ("plain", "prompt lookup", "ngramspec")
+# Ablations, run only when asked for: ngramspec without its copy drafts.
+EXTRA_METHODS = ("ngramspec n-gram only",)
 # llama-cpp-python's documented prompt-lookup setting (num_pred_tokens=10 in its
 # README; max_ngram_size=2 is its default).
 LOOKUP_PRED_TOKENS = 10
@@ -97,9 +99,9 @@ class Suite:
         from ..engine import SpeculativeEngine
         from ..invariance import check_batch_invariance
 
-        unknown = [m for m in methods if m not in METHODS]
+        unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
         if unknown:
-            raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
+            raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS + EXTRA_METHODS)}")
         self.model, self.quick, self.n_ctx = model, quick, n_ctx
         self.methods = ("plain",) + tuple(m for m in methods if m != "plain")
         self.path = _model_path(model)
@@ -108,7 +110,8 @@ class Suite:
         self.workloads: list[Workload] = sources.build(self.llm, quick)
         self.invariance = check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
         self.cost = measure_verify_cost(self.llm, MEASURED_MAX_BATCH, reps=3 if quick else 7, progress=progress)
-        self.engine = SpeculativeEngine(self.llm, invariance=self.invariance)
+        self.engines = {"ngramspec": SpeculativeEngine(self.llm, invariance=self.invariance),
+                        "ngramspec n-gram only": SpeculativeEngine(self.llm, invariance=self.invariance, copy=False)}
         self.lookup = load(self.path, "prompt lookup", n_ctx, threads) if "prompt lookup" in self.methods else None
         self.progress = progress
 
@@ -128,9 +131,9 @@ class Suite:
         stop = item.stop or None
         t0 = time.perf_counter()
         try:
-            if method == "ngramspec":
+            if method in self.engines:
                 self.llm.reset()
-                gen = self.engine.generate(item.prompt, max_tokens=item.max_tokens, stop=stop,
+                gen = self.engines[method].generate(item.prompt, max_tokens=item.max_tokens, stop=stop,
                                            stopping_criteria=clock)
                 t1 = time.perf_counter()
                 return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
@@ -143,7 +146,7 @@ class Suite:
             return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
                        out["usage"]["completion_tokens"], out["choices"][0]["text"])
         except Exception as e:  # a peer failing on a prompt is a result, not the end of the benchmark
-            if method == "ngramspec":
+            if method in self.engines:
                 raise
             return Run(method, workload, item.label, round_, 0.0, 0.0, 0, "", error=f"{type(e).__name__}: {e}")
 

@@ -1,0 +1,73 @@
+"""Build (once) llama.cpp's own ``llama-server`` from the llama.cpp that the pinned
+llama-cpp-python vendors, with the same flags as scripts/install_llama_cpp.py,
+so the benchmark can compare its ``--spec-type ngram-*`` modes on the same
+kernels. Optional: only ``ngramspec bench --llama-server PATH`` uses it.
+
+The source comes from the llama-cpp-python sdist on PyPI; nothing is committed.
+The binary is cached at ``<cache>/llama-server/<version>-<hash of flags>/bin/llama-server``
+and that path is printed last.
+
+Usage: python scripts/build_llama_server.py [--rebuild]
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from install_llama_cpp import LLAMA_CPP_PYTHON_VERSION, cache_root, cmake_args  # noqa: E402
+
+SERVER_FLAGS = ["-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_CURL=OFF",
+                "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DCMAKE_BUILD_TYPE=Release"]
+
+
+def server_dir(args: list[str]) -> Path:
+    digest = hashlib.sha256("\n".join([LLAMA_CPP_PYTHON_VERSION] + args).encode()).hexdigest()[:16]
+    return cache_root() / "llama-server" / f"{LLAMA_CPP_PYTHON_VERSION}-{digest}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rebuild", action="store_true")
+    opts = ap.parse_args()
+    # The wheel's flags, minus the ones that switch the tools off, plus the server's.
+    args = [a for a in cmake_args() if not a.startswith(("-DLLAMA_BUILD_TOOLS", "-DLLAMA_BUILD_SERVER"))]
+    args += SERVER_FLAGS
+    dest = server_dir(args)
+    binary = dest / "bin" / "llama-server"
+    if binary.is_file() and not opts.rebuild:
+        print(binary)
+        return 0
+    work = Path(tempfile.mkdtemp(prefix="llama-server-build-"))
+    try:
+        # --no-build-isolation: only the sdist is wanted, and its build backend is in this venv.
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation",
+                        "--no-binary", "llama-cpp-python",
+                        "-d", str(work), f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], check=True)
+        sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
+        with tarfile.open(sdist) as tar:
+            tar.extractall(work, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(work)
+        src = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+        build = work / "build"
+        print("cmake flags:", " ".join(args), flush=True)
+        subprocess.run(["cmake", "-S", str(src), "-B", str(build)] + args, check=True)
+        subprocess.run(["cmake", "--build", str(build), "--target", "llama-server", "-j", str(os.cpu_count() or 2)],
+                       check=True)
+        (dest / "bin").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(build / "bin" / "llama-server", binary)
+        (dest / "FLAGS.txt").write_text(" ".join(args) + "\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(binary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -97,6 +97,9 @@ def test_bench_quick_writes_a_well_formed_report(tmp_path: Path):
     (["generate", "--file", "/no/such/file"], "cannot read prompt file"),
     (["generate", "--max-tokens", "many"], "invalid int value"),
     (["bench", "--rounds", "0"], "must be >= 1"),
+    (["bench", "--threads", "0"], "--threads must be >= 1"),
+    (["bench", "--server-modes", "ngram-fast"], "unknown mode(s) ['ngram-fast']"),
+    (["bench", "--llama-server", "/no/such/llama-server"], "no such file"),
     (["frobnicate"], "invalid choice"),
 ])
 def test_bad_arguments_get_one_clear_line(args, needle):

@@ -180,10 +180,19 @@ def _bench(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise UserError("--threads must be >= 1")
     rounds = 1 if args.quick else args.rounds
+    from .suite.server import MODES
+
+    bad = [m for m in (args.server_modes or "").split(",") if m and m not in MODES]
+    if bad:
+        raise UserError(f"--server-modes: unknown mode(s) {bad}; choose from {', '.join(MODES)}")
+    if args.llama_server and not Path(args.llama_server).is_file():
+        raise UserError(f"--llama-server: no such file {args.llama_server!r} (build it with "
+                        "scripts/build_llama_server.py)")
     methods = ["plain", "ngramspec"] if args.no_lookup else None
     try:
         md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=Path(args.out), threads=args.threads,
-                       methods=methods, rss=not args.no_rss, plot=not args.no_plots,
+                       methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
+                       server_modes=args.server_modes.split(",") if args.server_modes else (),
                        command="ngramspec bench " + " ".join(sys.argv[2:]))
     except MissingMaterial as e:
         raise UserError(str(e)) from None
@@ -223,6 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-rss", action="store_true", help="skip the per-method peak-memory probes")
     b.add_argument("--no-plots", action="store_true", help="write the report without PNG plots")
     b.add_argument("--out", default="ngramspec-bench", help="directory for the report, its JSON and plots")
+    b.add_argument("--llama-server", default=None, metavar="PATH",
+                   help="also run llama.cpp's llama-server (built by scripts/build_llama_server.py) in each mode")
+    b.add_argument("--server-modes", default=None,
+                   help="comma-separated llama-server modes (default: none and every ngram-* mode)")
     return ap
 
 

@@ -9,7 +9,8 @@ from typing import Sequence
 
 def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: str,
               threads: int | None = None, methods: Sequence[str] | None = None, rss: bool = True,
-              plot: bool = True, progress: bool = True) -> Path:
+              plot: bool = True, progress: bool = True, server: str | None = None,
+              server_modes: Sequence[str] = ()) -> Path:
     """Runs the whole suite and writes its report; returns the Markdown file's path."""
     from ..provenance import git_commit
     from . import report, runner, sources, summary
@@ -18,17 +19,22 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
         raise ValueError("rounds must be >= 1")
     sources.check_installed(plots=plot)
     suite = runner.Suite(model, quick=quick, threads=threads, methods=tuple(methods or runner.METHODS),
-                         progress=progress)
+                         progress=progress, server=server, server_modes=tuple(server_modes))
+    peaks: dict[str, float] = {}
     try:
         runs = suite.run(rounds)
         figs = summary.summarize(suite, runs)
+        for name, srv in suite.servers.items():
+            peak = srv.peak_rss_mib()
+            if rss and peak is not None:
+                peaks[name] = peak
     finally:
         suite.close()
-    peaks: dict[str, float] = {}
     if rss:
         # The longest prompt that every method got through (a peer may fail on some).
         failed = {(r.workload, r.item) for r in runs if r.error}
         longest = max((i for w in suite.workloads for i in w.items if (w.name, i.label) not in failed),
                       key=lambda i: len(i.prompt))
-        peaks = {m: runner.peak_rss_mib(suite.path, m, longest, suite.n_ctx, threads) for m in suite.methods}
+        peaks = {**{m: runner.peak_rss_mib(suite.path, m, longest, suite.n_ctx, threads) for m in suite.methods
+                    if m in runner.METHODS + runner.EXTRA_METHODS}, **peaks}
     return report.write(Path(out_dir), suite, figs, runs, rounds, command, git_commit(), peaks, plot=plot)

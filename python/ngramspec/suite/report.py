@@ -95,6 +95,25 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
         lines += ["", "Failures (the run is left out of that method's figures):"]
         lines += [f"- {m} on {w}: `{e[:200]}`" for (w, m), e in errors.items()]
 
+    servers = [m for m in methods if m.startswith("llama-server ") and m != "llama-server none"]
+    if servers:
+        lines += ["", "## ngramspec against llama.cpp's own n-gram modes", "",
+                  "Absolute decode speed (tokens/s, prefill excluded). llama-server's modes run on the same "
+                  "model file, llama.cpp build flags and thread count; 'llama-server none' is the server "
+                  "decoding plainly.", "",
+                  "| workload | ngramspec | llama-server none | best llama-server mode | its tok/s | "
+                  "ngramspec / best mode |", "|---|---|---|---|---|---|"]
+        ratios = []
+        for f in figs:
+            best = max(servers, key=lambda m: -1.0 if math.isnan(f.methods[m].decode_tok_s)
+                       else f.methods[m].decode_tok_s)
+            ours, theirs = f.methods["ngramspec"].decode_tok_s, f.methods[best].decode_tok_s
+            ratios.append(ours / theirs)
+            none = f.methods["llama-server none"].decode_tok_s if "llama-server none" in methods else math.nan
+            lines.append(f"| {f.name} | {ours:.1f} | {none:.1f} | {best[len('llama-server '):]} | {theirs:.1f} | "
+                         f"{_x(ours / theirs)} |")
+        lines.append(f"| **geometric mean** | | | | | {_x(geomean(ratios))} |")
+
     lines += ["", "## ngramspec detail", "",
               "| workload | acceptance | tokens per pass | oracle tokens per pass | acceptance by draft position "
               "| verify batch sizes used (size: passes) |", "|---|---|---|---|---|---|"]

@@ -91,10 +91,13 @@ class Suite:
     quick: one short prompt per workload (the README demo and CI smoke runs).
     threads: llama.cpp threads for every method (None: llama-cpp-python's default).
     methods: a subset of METHODS, in order; "plain" is always run.
+    server: path to a llama-server binary built by scripts/build_llama_server.py;
+        adds one method per ``server_modes`` entry, "llama-server <mode>".
     """
 
     def __init__(self, model: str, *, quick: bool, n_ctx: int = 4096, threads: int | None = None,
-                 methods: tuple[str, ...] = METHODS, progress: bool = True) -> None:
+                 methods: tuple[str, ...] = METHODS, progress: bool = True, server: str | None = None,
+                 server_modes: tuple[str, ...] = ()) -> None:
         from ..costcurve import measure_verify_cost
         from ..engine import SpeculativeEngine
         from ..invariance import check_batch_invariance
@@ -114,8 +117,23 @@ class Suite:
                         "ngramspec n-gram only": SpeculativeEngine(self.llm, invariance=self.invariance, copy=False)}
         self.lookup = load(self.path, "prompt lookup", n_ctx, threads) if "prompt lookup" in self.methods else None
         self.progress = progress
+        self.servers: dict[str, Any] = {}
+        if server:
+            from .server import LlamaServer
+
+            try:
+                from .server import MODES
+
+                for mode in server_modes or MODES:
+                    self.servers[f"llama-server {mode}"] = LlamaServer(server, self.path, mode, n_ctx, self.threads)
+            except BaseException:
+                self.close()
+                raise
+            self.methods += tuple(self.servers)
 
     def close(self) -> None:
+        for srv in getattr(self, "servers", {}).values():
+            srv.close()
         self.llm.close()
         if self.lookup is not None:
             self.lookup.close()
@@ -138,6 +156,12 @@ class Suite:
                 t1 = time.perf_counter()
                 return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
                            len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=gen.stats.to_dict())
+            if method in self.servers:
+                out = self.servers[method].complete(item.prompt, item.max_tokens, item.stop)
+                t = out["timings"]
+                stats = {"drafted_tokens": t.get("draft_n", 0), "accepted_tokens": t.get("draft_n_accepted", 0)}
+                return Run(method, workload, item.label, round_, t["prompt_ms"] / 1e3, t["predicted_ms"] / 1e3,
+                           int(t["predicted_n"]), out["content"], stats=stats)
             llm = self.llm if method == "plain" else self.lookup
             llm.reset()
             out = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=stop,

@@ -1,0 +1,97 @@
+"""llama.cpp's own server as a benchmark method: one ``llama-server`` process per
+``--spec-type`` mode, driven over loopback.
+
+The binary must come from the llama.cpp that the pinned llama-cpp-python
+vendors, built with the same flags (scripts/build_llama_server.py), so its
+kernels are ours. Settings that would make it differ from llama-cpp-python's
+defaults are pinned: flash attention off, one slot, batch 512, no prompt cache.
+Its decode time is the server's own ``predicted_ms`` and its prefill
+``prompt_ms``.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+# "none" is the server decoding plainly: its own baseline, next to ours.
+MODES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    """binary: path to llama-server. mode: a --spec-type, or "none"."""
+
+    def __init__(self, binary: str, model: str, mode: str, n_ctx: int, threads: int,
+                 startup_timeout_s: float = 300.0) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown llama-server mode {mode!r}; choose from {list(MODES)}")
+        self.mode = mode
+        self.port = _free_port()
+        cmd = [binary, "-m", model, "-c", str(n_ctx), "-t", str(threads), "-tb", str(threads),
+               "--host", "127.0.0.1", "--port", str(self.port), "-np", "1", "-b", "512", "-ub", "512",
+               "-fa", "off", "--cache-ram", "0", "--no-webui"]
+        if mode != "none":
+            cmd += ["--spec-type", mode]
+        # Its log goes to a file: an unread pipe would fill up and stall the server.
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, text=True)
+        deadline = time.monotonic() + startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.log.seek(0)
+                err = self.log.read()
+                raise ServerError(f"llama-server ({mode}) exited with {self.proc.returncode}: "
+                                  + " | ".join(err.strip().splitlines()[-3:]))
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.3)
+        self.close()
+        raise ServerError(f"llama-server ({mode}) did not become healthy in {startup_timeout_s:.0f} s")
+
+    def complete(self, prompt: str, max_tokens: int, stop: list[str]) -> dict[str, Any]:
+        body = json.dumps({"prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "stop": stop,
+                           "cache_prompt": False, "stream": False}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=1800) as r:
+            return json.loads(r.read())
+
+    def peak_rss_mib(self) -> float | None:
+        """The server process's peak resident memory so far (Linux only)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()

@@ -118,6 +118,7 @@ class SpeculativeEngine:
         self.max_draft = int(min(max_draft, self.batch_limit - 1))
         self.invariance = invariance
         self._allowed: np.ndarray | None = None  # allowed[b]: may verify with a batch of b tokens
+        self._calibrated = not (adaptive is True)  # a policy given by the user keeps its own cost model
         self._rollback_ok = _llama.can_roll_back(llm)
         self._is_eog: dict[int, bool] = {}
         if not self._rollback_ok:
@@ -145,6 +146,11 @@ class SpeculativeEngine:
                 for b in range(2, self.max_draft + 2):
                     r = self.invariance.results.get(b)
                     allowed[b] = bool(r is not None and r.invariant)
+                if self.policy is not None and not self._calibrated:
+                    # The check timed every batch size it decoded: a free first cost curve.
+                    self.policy.calibrate({b: c for b, c in self.invariance.relative_costs().items()
+                                           if b <= self.max_draft + 1})
+                    self._calibrated = True
                 if not allowed[2:].any():
                     warnings.warn("no verify batch size above 1 is bit-exact with this model and llama.cpp build; "
                                   "decoding plainly (exact=False speculates anyway)", RuntimeWarning, stacklevel=3)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import sys
+import time
 
 import numpy as np
 
@@ -30,15 +31,25 @@ class BatchSizeResult:
     invariant: bool
     rows_differing: int      # rows whose logits are not bit-identical to one-token decoding
     max_abs_diff: float      # largest absolute logit difference over all rows
+    seconds: float = float("nan")  # time of this batch's llama_decode (one sample: a rough cost)
 
 
 @dataclass
 class InvarianceReport:
     results: dict[int, BatchSizeResult] = field(default_factory=dict)
+    single_token_seconds: float = float("nan")  # median of the check's one-token decodes
 
     @property
     def invariant_sizes(self) -> list[int]:
         return [b for b, r in sorted(self.results.items()) if r.invariant]
+
+    def relative_costs(self) -> dict[int, float]:
+        """{B: time of the B-token batch / a one-token decode}, from the check's
+        own timings: a rough verify-cost curve that costs nothing extra."""
+        one = self.single_token_seconds
+        if not one > 0:
+            return {}
+        return {b: r.seconds / one for b, r in sorted(self.results.items()) if r.seconds == r.seconds}
 
     @property
     def max_invariant_batch(self) -> int:
@@ -98,11 +109,15 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
         batch.fill(prefix, 0, all_logits=False)
         _llama.decode(llm, batch)
         reference = np.empty((max_batch, llm.n_vocab()), dtype=np.float32)
+        singles = []
         for i, tok in enumerate(probe):
             batch.fill([tok], prefix_tokens + i, all_logits=True)
+            t0 = time.perf_counter()
             _llama.decode(llm, batch)
+            singles.append(time.perf_counter() - t0)
             reference[i] = _llama.output_logits(llm, 1)[0]
         report = InvarianceReport()
+        report.single_token_seconds = float(np.median(singles))
         from tqdm import tqdm
 
         for b in tqdm(range(1, max_batch + 1), desc="batch invariance", unit="size", disable=not progress,
@@ -110,11 +125,13 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
             if not _llama.remove_from(llm, prefix_tokens):
                 raise RuntimeError("this model cannot roll back its cache, so batch invariance cannot be probed")
             batch.fill(probe[:b], prefix_tokens, all_logits=True)
+            t0 = time.perf_counter()
             _llama.decode(llm, batch)
+            seconds = time.perf_counter() - t0
             got = _llama.output_logits(llm, b)
             same = np.all(got.view(np.uint32) == reference[:b].view(np.uint32), axis=1)
             diff = float(np.max(np.abs(got - reference[:b])))
-            report.results[b] = BatchSizeResult(b, bool(same.all()), int((~same).sum()), diff)
+            report.results[b] = BatchSizeResult(b, bool(same.all()), int((~same).sum()), diff, seconds)
         return report
     finally:
         batch.close()

@@ -71,6 +71,14 @@ class CostAwarePolicy:
         self._refusals = 0
         self.learn_cost = learn_cost
 
+    def calibrate(self, relative_costs: dict[int, float]) -> None:
+        """Start the cost slope from measured r(B) (least squares through r(1) = 1),
+        e.g. the invariance check's timings; online timings refine it from there."""
+        pairs = [(b - 1, r - 1.0) for b, r in relative_costs.items() if b > 1 and r == r]
+        den = sum(x * x for x, _ in pairs)
+        if den > 0:
+            self.slope = min(max(sum(x * y for x, y in pairs) / den, 0.0), 1.0)
+
     def relative_cost(self, batch: int) -> float:
         return 1.0 + self.slope * (batch - 1)
 

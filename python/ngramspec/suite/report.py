@@ -173,7 +173,11 @@ def to_json(suite: Suite, figs: Sequence[WorkloadFigures], runs: Sequence[Run], 
         "invariant_sizes": suite.invariance.invariant_sizes, "peak_rss_mib": rss,
         "workloads": [{**asdict(f), "limit_speedup": f.limit.speedup, "perfect_speedup": f.perfect.speedup}
                       for f in figs],
-        "runs": [asdict(r) for r in runs],
+        # Texts only for plain's first round (the others are compared in "identical"),
+        # to keep the committed JSON small.
+        "runs": [{k: v for k, v in asdict(r).items()
+                  if k != "output_ids" and (k != "text" or (r.method == "plain" and r.round == 0))}
+                 for r in runs],
     }
 
 

@@ -35,4 +35,18 @@ def test_calibrated_from_the_invariance_check(llm, invariance):
     engine._allowed_sizes()
     costs = invariance.relative_costs()
     assert 2 in costs and costs[2] > 1.0
-    assert 0.0 < engine.policy.slope <= 1.0 and engine.policy.slope != 0.4
+    for b in range(2, engine.max_draft + 2):   # the measured curve, made non-decreasing
+        assert engine.policy.relative_cost(b) == 1.0 + max(max(costs[c] - 1.0, 0.0) for c in range(2, b + 1))
+
+
+def test_fast_mode_prices_every_batch_size_as_measured(llm):
+    from ngramspec import SpeculativeEngine
+
+    llm.reset()
+    engine = SpeculativeEngine(llm, exact=False, max_draft=12)
+    gen = engine.generate(COPY_PROMPT, max_tokens=32)
+    assert len(gen.tokens) == 32
+    allowed = engine._allowed_sizes()
+    assert allowed[1:].all()
+    prior = [1.0 + 0.4 * (b - 1) for b in range(1, 14)]
+    assert [engine.policy.relative_cost(b) for b in range(1, 14)] != prior   # calibrated by one sweep

@@ -45,20 +45,32 @@ def test_observe_learns_acceptance_and_cost():
     p = CostAwarePolicy(9, alpha=0.5, prior_slope=0.4, prior_accept=0.5)
     p.observe(4, 0.03, np.array([3, 3, 3], dtype=np.int32), accepted=1)
     assert p.acceptance[3] == 0.375  # a hit (0.5 -> 0.75), then a miss (-> 0.375), then nothing
-    assert p.slope == 0.4  # no single-token timing yet, so nothing to compare with
+    assert p.scale == 1.0 and p.relative_cost(3) == 1.8  # no single-token timing yet: nothing to compare with
     p.observe(1, 0.01, np.empty(0, dtype=np.int32), accepted=0)
     p.observe(5, 0.03, np.array([4, 4, 4, 4], dtype=np.int32), accepted=4)
-    assert abs(p.slope - (0.4 + 0.5 * (0.5 - 0.4))) < 1e-9  # observed slope (3 - 1) / 4
-    assert abs(p.relative_cost(3) - (1 + 2 * p.slope)) < 1e-12
+    # Observed r(5) = 3: extra 2 against the prior's 1.6, a ratio of 1.25, half-way there.
+    assert abs(p.scale - 1.125) < 1e-12
+    assert abs(p.relative_cost(3) - (1 + 1.125 * 0.8)) < 1e-12
     assert p.acceptance[4] > 0.9
 
 
-def test_calibrate_fits_the_measured_slope():
+def test_calibrate_takes_the_measured_curve():
     p = CostAwarePolicy(9)
-    p.calibrate({1: 1.0, 2: 1.5, 3: 2.0, 5: 3.0, 6: float("nan")})
-    assert abs(p.slope - 0.5) < 1e-12
-    p.calibrate({})  # nothing measured: the slope stays
-    assert abs(p.slope - 0.5) < 1e-12
+    p.calibrate({1: 1.0, 2: 1.5, 3: 2.0, 5: 3.0, 6: float("nan"), 8: 3.4, 9: 3.3})
+    costs = [p.relative_cost(b) for b in range(1, 10)]
+    # Measured sizes as measured, the others on the fitted line, never cheaper with more rows.
+    assert costs[:3] == [1.0, 1.5, 2.0] and costs[4] == 3.0 and costs[7] == 3.4 and costs[8] == 3.4
+    assert costs == sorted(costs)
+    p.calibrate({})  # nothing measured: the curve stays
+    assert [p.relative_cost(b) for b in range(1, 10)] == costs
+
+
+def test_a_cheap_large_batch_is_used():
+    p = CostAwarePolicy(17)
+    p.acceptance = 0.95
+    flat_top = {b: 1.0 + 0.4 * (b - 1) for b in range(1, 8)} | {b: 3.5 for b in range(8, 18)}
+    p.calibrate(flat_top)
+    assert p.choose(np.array([4] * 16, dtype=np.int32), np.ones(18, dtype=bool)) == 16
 
 
 def test_picks_the_candidate_with_the_best_expected_gain():

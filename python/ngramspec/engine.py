@@ -136,24 +136,35 @@ class SpeculativeEngine:
             return self._allowed
         allowed = np.zeros(self.max_draft + 2, dtype=bool)
         allowed[1] = True
+        costs: dict[int, float] = {}
         if self.max_draft > 0 and self._rollback_ok:
             if not self.exact:
                 allowed[:] = True
                 allowed[0] = False
+                if self.policy is not None and not self._calibrated:
+                    if self.invariance is not None:
+                        costs = self.invariance.relative_costs()
+                    else:
+                        # One sweep: fast mode's curve is far from linear (a tiled kernel
+                        # makes 8+ rows cheap per row), so price it as measured.
+                        from .costcurve import measure_verify_cost
+
+                        curve = measure_verify_cost(self.llm, self.max_draft + 1, reps=1, context_tokens=32)
+                        costs = dict(enumerate(curve.relative, 1))
             else:
                 if self.invariance is None:
                     self.invariance = check_batch_invariance(self.llm, max_batch=self.max_draft + 1)
                 for b in range(2, self.max_draft + 2):
                     r = self.invariance.results.get(b)
                     allowed[b] = bool(r is not None and r.invariant)
-                if self.policy is not None and not self._calibrated:
-                    # The check timed every batch size it decoded: a free first cost curve.
-                    self.policy.calibrate({b: c for b, c in self.invariance.relative_costs().items()
-                                           if b <= self.max_draft + 1})
-                    self._calibrated = True
+                # The check timed every batch size it decoded: a free first cost curve.
+                costs = self.invariance.relative_costs()
                 if not allowed[2:].any():
                     warnings.warn("no verify batch size above 1 is bit-exact with this model and llama.cpp build; "
                                   "decoding plainly (exact=False speculates anyway)", RuntimeWarning, stacklevel=3)
+        if self.policy is not None and not self._calibrated and costs:
+            self.policy.calibrate({b: c for b, c in costs.items() if b <= self.max_draft + 1})
+            self._calibrated = True
         self._allowed = allowed
         return allowed
 

@@ -6,10 +6,13 @@ likely to be accepted. The policy keeps:
   * acceptance: for each n-gram order, an exponential moving average of how
     often a draft token of that order was accepted, given that the tokens
     before it were;
-  * cost: a linear model, time(B) = time(1) * (1 + slope * (B - 1)), whose
-    slope is a moving average over every verify pass timed so far. Measured
-    curves are close to linear (FACTS.md; bench/results), and one slope pools
-    all sizes, so a single noisy timing cannot steer the choice.
+  * cost: r(B) = time(B) / time(1) = 1 + scale * extra(B). The shape extra(B)
+    starts linear (prior_slope per extra token) and, once ``calibrate`` is given
+    a measured curve (the invariance check times every batch size it decodes),
+    follows the measurement, so a kernel that gets cheaper per row at 8+ rows
+    (FACTS.md §3) is priced as it is. One pooled factor, ``scale``, is a moving
+    average over every verify pass timed since, so a single noisy timing cannot
+    steer the choice.
 It picks the k that maximises expected tokens per unit of verify time, where
 k = 0 (a plain one-token decode, ratio 1) is always a candidate, so on text it
 cannot predict it falls back to plain decoding. A rare probe (k = 1 once every
@@ -57,13 +60,15 @@ class CostAwarePolicy:
     prior_accept: initial acceptance estimate for every order.
     alpha: weight of the newest observation in the moving averages.
     probe_every: after this many refusals to draft, verify one token anyway.
-    learn_cost: update the cost slope from timings (False keeps prior_slope, for
-        reproducible decisions on a machine too noisy to time)."""
+    learn_cost: update the cost scale from timings (False keeps the cost curve
+        fixed, for reproducible decisions on a machine too noisy to time)."""
 
     def __init__(self, max_batch: int, *, prior_slope: float = 0.4, prior_accept: float = 0.35,
                  alpha: float = 0.1, probe_every: int = 16, learn_cost: bool = True) -> None:
         self.max_batch = max_batch
-        self.slope = prior_slope
+        self.scale = 1.0
+        self._extra = [prior_slope * (b - 1) for b in range(max(max_batch, 1) + 1)]  # index = batch size
+        self._costs = [1.0 + e for e in self._extra]  # relative_cost by batch size, kept current
         self.single_seconds = math.nan  # moving average of a one-token decode
         self._acceptance_list = [float(prior_accept)] * COPY_SOURCE_BASE + list(_COPY_PRIORS)
         self.alpha = alpha
@@ -72,15 +77,34 @@ class CostAwarePolicy:
         self.learn_cost = learn_cost
 
     def calibrate(self, relative_costs: dict[int, float]) -> None:
-        """Start the cost slope from measured r(B) (least squares through r(1) = 1),
-        e.g. the invariance check's timings; online timings refine it from there."""
+        """Take the cost curve's shape from measured r(B) ({B: ratio}); sizes not
+        measured follow a least-squares line through r(1) = 1. A larger batch is
+        never priced below a smaller one. Online timings then scale the curve."""
         pairs = [(b - 1, r - 1.0) for b, r in relative_costs.items() if b > 1 and r == r]
         den = sum(x * x for x, _ in pairs)
-        if den > 0:
-            self.slope = min(max(sum(x * y for x, y in pairs) / den, 0.0), 1.0)
+        if den <= 0:
+            return
+        slope = min(max(sum(x * y for x, y in pairs) / den, 0.0), 1.0)
+        extra = [slope * (b - 1) for b in range(len(self._extra))]
+        for b, r in relative_costs.items():
+            if 1 < b < len(extra) and r == r:
+                extra[b] = max(r - 1.0, 0.0)
+        for b in range(2, len(extra)):
+            extra[b] = max(extra[b], extra[b - 1])
+        self._extra, self.scale = extra, 1.0
+        self._refresh_costs()
+
+    def _refresh_costs(self) -> None:
+        self._costs = [1.0 + self.scale * e for e in self._extra]
 
     def relative_cost(self, batch: int) -> float:
-        return 1.0 + self.slope * (batch - 1)
+        return self._costs[batch]
+
+    @property
+    def slope(self) -> float:
+        """Average extra cost per extra token at the largest batch (for reports)."""
+        top = len(self._extra) - 1
+        return self.scale * self._extra[top] / top if top > 1 else 0.0
 
     def choose(self, orders: np.ndarray, allowed: np.ndarray) -> int:
         """Number of draft tokens to verify, given each offered token's source
@@ -90,14 +114,14 @@ class CostAwarePolicy:
     def _best(self, sources: list[int], allowed: np.ndarray) -> tuple[int, float]:
         # Plain Python floats: for at most a few dozen tokens this is several
         # times cheaper than numpy's per-call overhead, and it runs every pass.
-        acceptance, slope = self._acceptance_list, self.slope
+        acceptance, costs = self._acceptance_list, self._costs
         best_k, best_score = 0, 1.0
         reach, expected = 1.0, 1.0
         for k, source in enumerate(sources, 1):
             reach *= acceptance[source]      # P(draft tokens 1..k all accepted)
             expected += reach
             if allowed[k + 1]:
-                score = expected / (1.0 + slope * k)
+                score = expected / costs[k + 1]
                 if score > best_score:
                     best_k, best_score = k, score
         return best_k, best_score
@@ -130,9 +154,10 @@ class CostAwarePolicy:
         if batch == 1:
             t1 = self.single_seconds
             self.single_seconds = seconds if math.isnan(t1) else t1 + a * (seconds - t1)
-        elif self.learn_cost and not math.isnan(self.single_seconds):
-            slope = (seconds / self.single_seconds - 1.0) / (batch - 1)
-            self.slope += a * (min(max(slope, 0.0), 1.0) - self.slope)
+        elif self.learn_cost and not math.isnan(self.single_seconds) and self._extra[batch] > 0:
+            ratio = (seconds / self.single_seconds - 1.0) / self._extra[batch]
+            self.scale += a * (min(max(ratio, 0.0), 3.0) - self.scale)
+            self._refresh_costs()
         acceptance = self._acceptance_list
         sources = orders if isinstance(orders, list) else orders.tolist()
         for i, o in enumerate(sources[: batch - 1]):

@@ -90,6 +90,15 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
     gm += [_x(geomean([f.limit.speedup for f in figs])), _x(geomean([f.perfect.speedup for f in figs]))]
     gm += [_pct(geomean([f.methods[m].speedup / f.limit.speedup for f in figs])) for m in others] + [""]
     lines.append("| " + " | ".join(gm) + " |")
+    drift = [m for m in others if any(f.methods[m].diverged for f in figs)]
+    if drift:
+        lines += ["", "Runs whose text differs from plain greedy (first divergences per 1,000 generated tokens, "
+                  "over every workload):"]
+        for m in drift:
+            n = sum(f.methods[m].diverged for f in figs)
+            tokens = sum(f.methods[m].tokens for f in figs)
+            lines.append(f"- {m}: {n} of {sum(len(f.methods[m].speedups) * f.prompts for f in figs)} runs, "
+                         f"{1000.0 * n / tokens if tokens else math.nan:.2f} per 1,000 tokens")
     errors = {(f.name, m): f.methods[m].error for f in figs for m in others if f.methods[m].error}
     if errors:
         lines += ["", "Failures (the run is left out of that method's figures):"]

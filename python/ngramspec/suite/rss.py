@@ -18,7 +18,9 @@ def main() -> None:
     if method.startswith("ngramspec"):
         from ..engine import SpeculativeEngine
 
-        SpeculativeEngine(llm, copy=method == "ngramspec").generate(item.prompt, max_tokens=item.max_tokens, stop=item.stop or None)
+        engine = (SpeculativeEngine(llm, exact=False, max_draft=16) if method == "ngramspec fast"
+                  else SpeculativeEngine(llm, copy=method != "ngramspec n-gram only"))
+        engine.generate(item.prompt, max_tokens=item.max_tokens, stop=item.stop or None)
     else:
         llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=item.stop or None)
     llm.close()

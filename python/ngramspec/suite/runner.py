@@ -21,8 +21,10 @@ from . import sources
 from .sources import Item, Workload
 
 METHODS = ("plain", "prompt lookup", "ngramspec")
-# Ablations, run only when asked for: ngramspec without its copy drafts.
-EXTRA_METHODS = ("ngramspec n-gram only",)
+# Run only when asked for: ngramspec without its copy drafts (an ablation), and
+# fast mode (exact=False: every batch size, up to 16 draft tokens; its output
+# may drift from plain greedy at floating-point near-ties).
+EXTRA_METHODS = ("ngramspec n-gram only", "ngramspec fast")
 # llama-cpp-python's documented prompt-lookup setting (num_pred_tokens=10 in its
 # README; max_ngram_size=2 is its default).
 LOOKUP_PRED_TOKENS = 10
@@ -114,7 +116,9 @@ class Suite:
         self.invariance = check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
         self.cost = measure_verify_cost(self.llm, MEASURED_MAX_BATCH, reps=3 if quick else 7, progress=progress)
         self.engines = {"ngramspec": SpeculativeEngine(self.llm, invariance=self.invariance),
-                        "ngramspec n-gram only": SpeculativeEngine(self.llm, invariance=self.invariance, copy=False)}
+                        "ngramspec n-gram only": SpeculativeEngine(self.llm, invariance=self.invariance, copy=False),
+                        "ngramspec fast": SpeculativeEngine(self.llm, invariance=self.invariance, exact=False,
+                                                            max_draft=MEASURED_MAX_BATCH - 1)}
         self.lookup = load(self.path, "prompt lookup", n_ctx, threads) if "prompt lookup" in self.methods else None
         self.progress = progress
         self.servers: dict[str, Any] = {}

@@ -20,6 +20,14 @@ class MethodFigures:
     identical: bool                        # every run's text equals plain's
     failed: int = 0                        # runs that raised
     error: str = ""
+    diverged: int = 0                      # runs whose text differs from plain's
+    tokens: int = 0                        # generated tokens over every run
+
+    @property
+    def divergences_per_1000(self) -> float:
+        """First divergences from plain greedy per 1,000 generated tokens (a run
+        can diverge once: after that its text is no longer comparable)."""
+        return 1000.0 * self.diverged / self.tokens if self.tokens else math.nan
 
     @property
     def speedup(self) -> float:
@@ -75,11 +83,12 @@ def summarize(suite: Suite, runs: Sequence[Run], workloads: Sequence[str] | None
                     rates.append(_rate(these))
                     prefills.append(sum(r.prefill_s for r in these))
                     speedups.append(_rate(these) / _rate(base))
-            identical = all(r.text == plain[(r.item, r.round)].text for r in ok)
+            diverged = sum(r.text != plain[(r.item, r.round)].text for r in ok)
             errors = [r.error for r in runs_m if r.error]
             methods[m] = MethodFigures(statistics.median(rates) if rates else math.nan,
                                        statistics.median(prefills) if prefills else math.nan,
-                                       speedups, identical and bool(ok), len(errors), errors[0] if errors else "")
+                                       speedups, diverged == 0 and bool(ok), len(errors), errors[0] if errors else "",
+                                       diverged, sum(r.tokens for r in ok))
         # The limit is computed on ngramspec's tokens, which are plain greedy's
         # whenever the texts are identical (the report says if not).
         spec = [r for r in mine if r.method == "ngramspec" and r.round == rounds[0]]

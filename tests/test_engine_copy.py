@@ -3,10 +3,11 @@ the stats, and exact (the identity tests cover exactness on every prompt)."""
 from __future__ import annotations
 
 from plain import plain_tokens
-from prompts import CODE
+from prompts import PROMPTS
 
-# The model is asked to repeat a function it has just seen: long copies.
-COPY_PROMPT = "Here is a function.\n\n" + CODE + "\n\nThe same function again, unchanged:\n\n" + CODE[:60]
+# SmolLM2 continues this list by repeating it: long copies of its own output
+# (measured: 24 passes with copy drafts against 90 without, for 96 tokens).
+COPY_PROMPT = PROMPTS["list"]
 
 
 def test_copy_drafts_carry_a_copy_heavy_generation(llm, invariance):
@@ -24,7 +25,7 @@ def test_copy_drafts_carry_a_copy_heavy_generation(llm, invariance):
     without = SpeculativeEngine(llm, invariance=invariance, copy=False).generate(COPY_PROMPT, max_tokens=96)
     assert without.tokens == with_copy.tokens
     assert "copy" not in without.stats.passes_by_source
-    # Copies of a whole function need fewer passes than 2-4-gram drafts.
+    # Copies of whole list runs need fewer passes than 2-4-gram drafts.
     assert s.forward_passes < without.stats.forward_passes
 
 
@@ -35,8 +36,7 @@ def test_calibrated_from_the_invariance_check(llm, invariance):
     engine._allowed_sizes()
     costs = invariance.relative_costs()
     assert 2 in costs and costs[2] > 1.0
-    for b in range(2, engine.max_draft + 2):   # the measured curve, made non-decreasing
-        assert engine.policy.relative_cost(b) == 1.0 + max(max(costs[c] - 1.0, 0.0) for c in range(2, b + 1))
+    assert engine.policy.relative_cost(2) > 1.0    # a line through the measured sizes (robust: see test_policy)
 
 
 def test_fast_mode_prices_every_batch_size_as_measured(llm):

@@ -48,28 +48,47 @@ def test_observe_learns_acceptance_and_cost():
     assert p.scale == 1.0 and p.relative_cost(3) == 1.8  # no single-token timing yet: nothing to compare with
     p.observe(1, 0.01, np.empty(0, dtype=np.int32), accepted=0)
     p.observe(5, 0.03, np.array([4, 4, 4, 4], dtype=np.int32), accepted=4)
-    # Observed r(5) = 3: extra 2 against the prior's 1.6, a ratio of 1.25, half-way there.
-    assert abs(p.scale - 1.125) < 1e-12
-    assert abs(p.relative_cost(3) - (1 + 1.125 * 0.8)) < 1e-12
+    # Observed r(5) = 3: extra 2 against the prior's 1.6, a ratio of 1.25; the first
+    # timing is taken whole, later ones are averaged in.
+    assert abs(p.scale - 1.25) < 1e-12
+    assert abs(p.relative_cost(3) - (1 + 1.25 * 0.8)) < 1e-12
+    p.observe(5, 0.03, np.array([4, 4, 4, 4], dtype=np.int32), accepted=4)
+    assert abs(p.scale - 1.25) < 1e-12
     assert p.acceptance[4] > 0.9
 
 
-def test_calibrate_takes_the_measured_curve():
+def test_calibrate_fits_a_robust_line():
     p = CostAwarePolicy(9)
-    p.calibrate({1: 1.0, 2: 1.5, 3: 2.0, 5: 3.0, 6: float("nan"), 8: 3.4, 9: 3.3})
-    costs = [p.relative_cost(b) for b in range(1, 10)]
-    # Measured sizes as measured, the others on the fitted line, never cheaper with more rows.
-    assert costs[:3] == [1.0, 1.5, 2.0] and costs[4] == 3.0 and costs[7] == 3.4 and costs[8] == 3.4
-    assert costs == sorted(costs)
+    # Per-size slopes 0.5, 0.5, 0.5, 0.5 and one spoiled timing (r(3) = 30, clipped to 3: slope 1).
+    p.calibrate({1: 1.0, 2: 1.5, 3: 30.0, 4: 2.5, 5: 3.0, 6: float("nan"), 9: 5.0})
+    assert [p.relative_cost(b) for b in range(1, 10)] == [1.0 + 0.5 * (b - 1) for b in range(1, 10)]
     p.calibrate({})  # nothing measured: the curve stays
-    assert [p.relative_cost(b) for b in range(1, 10)] == costs
+    assert p.relative_cost(9) == 5.0
+
+
+def test_calibrate_with_shape_keeps_a_bend_within_bounds():
+    p = CostAwarePolicy(17)
+    bend = {b: 1.0 + 0.4 * (b - 1) for b in range(1, 8)} | {b: 3.5 for b in range(8, 18)}
+    p.calibrate(bend, shape=True)
+    costs = [p.relative_cost(b) for b in range(1, 18)]
+    assert costs == sorted(costs) and costs[6] == 1.0 + 0.4 * 6
+    assert costs[15] < 1.0 + 0.4 * 15 * 0.6      # 16 rows priced near the measured 3.5, not the line's 7
+
+
+def test_a_few_real_timings_override_a_spoiled_calibration():
+    p = CostAwarePolicy(9)
+    p.calibrate({b: float(b) for b in range(2, 10)})   # as if every batch cost B singles
+    p.observe(1, 0.010, [], 0)
+    for _ in range(3):
+        p.observe(2, 0.013, [4], 1)                     # really r(2) = 1.3
+    assert abs(p.relative_cost(2) - 1.3) < 1e-9
 
 
 def test_a_cheap_large_batch_is_used():
     p = CostAwarePolicy(17)
     p.acceptance = 0.95
     flat_top = {b: 1.0 + 0.4 * (b - 1) for b in range(1, 8)} | {b: 3.5 for b in range(8, 18)}
-    p.calibrate(flat_top)
+    p.calibrate(flat_top, shape=True)
     assert p.choose(np.array([4] * 16, dtype=np.int32), np.ones(18, dtype=bool)) == 16
 
 

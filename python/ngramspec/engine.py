@@ -163,7 +163,7 @@ class SpeculativeEngine:
                     warnings.warn("no verify batch size above 1 is bit-exact with this model and llama.cpp build; "
                                   "decoding plainly (exact=False speculates anyway)", RuntimeWarning, stacklevel=3)
         if self.policy is not None and not self._calibrated and costs:
-            self.policy.calibrate({b: c for b, c in costs.items() if b <= self.max_draft + 1})
+            self.policy.calibrate({b: c for b, c in costs.items() if b <= self.max_draft + 1}, shape=not self.exact)
             self._calibrated = True
         self._allowed = allowed
         return allowed

@@ -69,6 +69,7 @@ class CostAwarePolicy:
         self.scale = 1.0
         self._extra = [prior_slope * (b - 1) for b in range(max(max_batch, 1) + 1)]  # index = batch size
         self._costs = [1.0 + e for e in self._extra]  # relative_cost by batch size, kept current
+        self._timed = 0  # verify passes timed since the curve was last set
         self.single_seconds = math.nan  # moving average of a one-token decode
         self._acceptance_list = [float(prior_accept)] * COPY_SOURCE_BASE + list(_COPY_PRIORS)
         self.alpha = alpha
@@ -76,22 +77,29 @@ class CostAwarePolicy:
         self._refusals = 0
         self.learn_cost = learn_cost
 
-    def calibrate(self, relative_costs: dict[int, float]) -> None:
-        """Take the cost curve's shape from measured r(B) ({B: ratio}); sizes not
-        measured follow a least-squares line through r(1) = 1. A larger batch is
-        never priced below a smaller one. Online timings then scale the curve."""
-        pairs = [(b - 1, r - 1.0) for b, r in relative_costs.items() if b > 1 and r == r]
-        den = sum(x * x for x, _ in pairs)
-        if den <= 0:
+    def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False) -> None:
+        """Start the cost curve from measured r(B) ({B: ratio}), e.g. the
+        invariance check's one-shot timings, which a busy machine can spoil.
+        So each ratio is first clipped to what is physically plausible, [1, B]
+        (a batch never costs more than B single tokens); the line through r(1) = 1
+        takes the median of the per-size slopes; and only with ``shape`` (a curve
+        known to bend, as fast mode's does at 8+ rows) do single sizes depart from
+        that line, by at most a factor of two either way. A larger batch is never
+        priced below a smaller one. Online timings then scale the curve."""
+        clipped = {b: min(max(r, 1.0), float(b)) for b, r in relative_costs.items()
+                   if 1 < b < len(self._extra) and r == r}
+        if not clipped:
             return
-        slope = min(max(sum(x * y for x, y in pairs) / den, 0.0), 1.0)
+        slopes = sorted((r - 1.0) / (b - 1) for b, r in clipped.items())
+        mid = len(slopes) // 2
+        slope = slopes[mid] if len(slopes) % 2 else 0.5 * (slopes[mid - 1] + slopes[mid])
         extra = [slope * (b - 1) for b in range(len(self._extra))]
-        for b, r in relative_costs.items():
-            if 1 < b < len(extra) and r == r:
-                extra[b] = max(r - 1.0, 0.0)
+        if shape:
+            for b, r in clipped.items():
+                extra[b] = min(max(r - 1.0, 0.5 * extra[b]), 2.0 * extra[b])
         for b in range(2, len(extra)):
             extra[b] = max(extra[b], extra[b - 1])
-        self._extra, self.scale = extra, 1.0
+        self._extra, self.scale, self._timed = extra, 1.0, 0
         self._refresh_costs()
 
     def _refresh_costs(self) -> None:
@@ -156,7 +164,12 @@ class CostAwarePolicy:
             self.single_seconds = seconds if math.isnan(t1) else t1 + a * (seconds - t1)
         elif self.learn_cost and not math.isnan(self.single_seconds) and self._extra[batch] > 0:
             ratio = (seconds / self.single_seconds - 1.0) / self._extra[batch]
-            self.scale += a * (min(max(ratio, 0.0), 3.0) - self.scale)
+            # A running mean over the first passes, so a few real timings quickly
+            # outweigh a start-up measurement a busy machine may have spoiled;
+            # then a moving average.
+            self._timed += 1
+            w = max(a, 1.0 / self._timed)
+            self.scale += w * (min(max(ratio, 0.1), 3.0) - self.scale)
             self._refresh_costs()
         acceptance = self._acceptance_list
         sources = orders if isinstance(orders, list) else orders.tolist()

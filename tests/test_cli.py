@@ -100,6 +100,8 @@ def test_bench_quick_writes_a_well_formed_report(tmp_path: Path):
     (["bench", "--threads", "0"], "--threads must be >= 1"),
     (["bench", "--server-modes", "ngram-fast"], "unknown mode(s) ['ngram-fast']"),
     (["bench", "--llama-server", "/no/such/llama-server"], "no such file"),
+    (["bench", "--methods", "plain,ngramspec turbo"], "unknown ['ngramspec turbo']"),
+    (["bench", "--methods", "ngramspec"], "plain is required"),
     (["frobnicate"], "invalid choice"),
 ])
 def test_bad_arguments_get_one_clear_line(args, needle):

@@ -10,11 +10,20 @@ from prompts import PROMPTS
 COPY_PROMPT = PROMPTS["list"]
 
 
+def fixed_cost_policy():
+    # The prior cost line (r(B) = 1 + 0.4 (B - 1)), never re-timed: the decisions
+    # then depend on the tokens only, not on how busy the machine is.
+    from ngramspec.policy import CostAwarePolicy
+
+    return CostAwarePolicy(9, learn_cost=False)
+
+
 def test_copy_drafts_carry_a_copy_heavy_generation(llm, invariance):
     from ngramspec import SpeculativeEngine
 
     llm.reset()
-    with_copy = SpeculativeEngine(llm, invariance=invariance, trace=True).generate(COPY_PROMPT, max_tokens=96)
+    with_copy = SpeculativeEngine(llm, invariance=invariance, trace=True,
+                                  adaptive=fixed_cost_policy()).generate(COPY_PROMPT, max_tokens=96)
     s = with_copy.stats
     assert with_copy.tokens == plain_tokens(llm, COPY_PROMPT, 96)
     assert s.passes_by_source.get("copy", 0) > 0
@@ -22,7 +31,8 @@ def test_copy_drafts_carry_a_copy_heavy_generation(llm, invariance):
     assert sum(s.accepted_by_source.values()) == s.accepted_tokens
     assert sum(t[3] for t in s.trace if t[0] == "copy") == s.accepted_by_source["copy"]
     llm.reset()
-    without = SpeculativeEngine(llm, invariance=invariance, copy=False).generate(COPY_PROMPT, max_tokens=96)
+    without = SpeculativeEngine(llm, invariance=invariance, copy=False,
+                                adaptive=fixed_cost_policy()).generate(COPY_PROMPT, max_tokens=96)
     assert without.tokens == with_copy.tokens
     assert "copy" not in without.stats.passes_by_source
     # Copies of whole list runs need fewer passes than 2-4-gram drafts.

@@ -188,7 +188,17 @@ def _bench(args: argparse.Namespace) -> int:
     if args.llama_server and not Path(args.llama_server).is_file():
         raise UserError(f"--llama-server: no such file {args.llama_server!r} (build it with "
                         "scripts/build_llama_server.py)")
-    methods = ["plain", "ngramspec"] if args.no_lookup else None
+    from .suite.runner import EXTRA_METHODS, METHODS
+
+    methods = list(METHODS)
+    if args.methods:
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
+        if unknown or "plain" not in methods:
+            raise UserError(f"--methods: {'unknown ' + repr(unknown) if unknown else 'plain is required'}; "
+                            f"choose from {', '.join(METHODS + EXTRA_METHODS)}")
+    if args.no_lookup:
+        methods = [m for m in methods if m != "prompt lookup"]
     try:
         md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=Path(args.out), threads=args.threads,
                        methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
@@ -229,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the full suite")
     b.add_argument("--threads", type=int, default=None, help="llama.cpp threads for every method")
     b.add_argument("--no-lookup", action="store_true", help="skip llama-cpp-python's prompt-lookup decoder")
+    b.add_argument("--methods", default=None,
+                   help="comma-separated in-process methods (default: plain,prompt lookup,ngramspec; "
+                        "also 'ngramspec n-gram only', 'ngramspec fast')")
     b.add_argument("--no-rss", action="store_true", help="skip the per-method peak-memory probes")
     b.add_argument("--no-plots", action="store_true", help="write the report without PNG plots")
     b.add_argument("--out", default="ngramspec-bench", help="directory for the report, its JSON and plots")

@@ -88,6 +88,11 @@ def test_bench_quick_writes_a_well_formed_report(tmp_path: Path):
         png = tmp_path / f"suite-smollm2-135m-quick-{plot}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"({png.name})" in md
+    from ngramspec.suite import headline
+
+    rows = headline.table(data)
+    assert len(rows) == 2 + len(WORKLOAD_NAMES) and rows[0].startswith("| workload | plain tok/s | prompt lookup |")
+    assert all(r.endswith("| yes |") for r in rows[2:])
 
 
 @pytest.mark.parametrize("args, needle", [

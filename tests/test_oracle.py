@@ -17,11 +17,13 @@ def brute_copy_lengths(prompt, output):
     seq = list(prompt) + list(output)
     out = []
     for i in range(len(output)):
-        q = len(prompt) + i + 1
+        q = len(prompt) + i + 1          # first draft token; it follows seq[q - 1]
         best = 0
-        for p in range(q):
+        for p in range(q - 1):           # an earlier occurrence of the token just emitted
+            if seq[p] != seq[q - 1]:
+                continue
             n = 0
-            while q + n < len(seq) and seq[p + n] == seq[q + n]:
+            while q + n < len(seq) and seq[p + 1 + n] == seq[q + n]:
                 n += 1
             best = max(best, n)
         out.append(best)
@@ -49,9 +51,10 @@ def brute_cost(draftable, cost, allowed):
 
 
 def test_copy_lengths_example():
-    # prompt "a b c", output "x a b c a": after x the copy of "a b c" runs 3 tokens and
-    # breaks where the source goes on with "x" and the output with "a".
-    assert oracle.copy_lengths([1, 2, 3], [9, 1, 2, 3, 1]) == [3, 2, 1, 1, 0]
+    # prompt "a b c", output "x a b c a": x never occurred before, so nothing may be
+    # drafted after it; after "a" the copy "b c" runs 2 tokens and breaks where the
+    # source goes on with "x" and the output with "a".
+    assert oracle.copy_lengths([1, 2, 3], [9, 1, 2, 3, 1]) == [0, 2, 1, 0, 0]
     # A run copies itself as it grows (LZ77-style overlap), as a chained draft would.
     assert oracle.copy_lengths([7], [7, 7, 7, 7]) == [3, 2, 1, 0]
 

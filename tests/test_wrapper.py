@@ -186,3 +186,47 @@ def test_ngram_draft_model_interface(smollm2_path):
         assert out["usage"]["completion_tokens"] > 0
     finally:
         model.close()
+
+
+def test_exact_can_be_chosen_per_call(llm, spec, invariance):
+    # SmolLM2's Q4_1 kernels are bit-exact at every batch size on this build, so fast
+    # mode must give plain greedy's text here too: a real check that it verifies right.
+    assert all(r.invariant for r in invariance.results.values()), "precondition: SmolLM2 fully invariant"
+    ref = plain(llm, PROMPTS["code_edit"], max_tokens=40)["choices"][0]["text"]
+    llm.reset()
+    fast = spec.create_completion(PROMPTS["code_edit"], temperature=0.0, max_tokens=40, exact=False)
+    assert fast["choices"][0]["text"] == ref
+    assert spec._other is not None and spec._other.exact is False and spec.engine.exact is True
+    assert spec._other._allowed is not None and spec._other._allowed[1:].all()
+    assert spec._engine_for(None) is spec.engine and spec._engine_for(True) is spec.engine
+
+    messages = [{"role": "user", "content": "Repeat: one two three four, one two three four."}]
+    llm.reset()
+    ref_chat = llm.create_chat_completion(messages, temperature=0.0, max_tokens=24)
+    spec._other = None
+    llm.reset()
+    out = spec.create_chat_completion(messages, temperature=0.0, max_tokens=24, exact=False)
+    assert out["choices"][0]["message"] == ref_chat["choices"][0]["message"]
+    assert spec._other is not None and spec._chat_exact is None   # used, then cleared
+
+    fast_default = ngramspec.wrap(llm, exact=False)
+    llm.reset()
+    again = fast_default.create_completion(PROMPTS["code_edit"], temperature=0.0, max_tokens=40, exact=True)
+    assert again["choices"][0]["text"] == ref
+    assert fast_default._other is not None and fast_default._other.exact is True
+    tokens = llm.tokenize(PROMPTS["list"].encode())
+    llm.reset()
+    want = [t for _, t in zip(range(16), llm.generate(tokens, temp=0.0))]
+    llm.reset()
+    got = [t for _, t in zip(range(16), spec.generate(tokens, temp=0.0, exact=False))]
+    assert got == want
+
+
+@pytest.mark.parametrize("call", ["create_completion", "create_chat_completion", "generate"])
+def test_exact_must_be_a_bool(spec, call):
+    arg = [{"role": "user", "content": "hi"}] if call == "create_chat_completion" else "hi"
+    if call == "generate":
+        arg = [1, 2, 3]
+    with pytest.raises(TypeError, match="exact must be True, False or None"):
+        out = getattr(spec, call)(arg, exact="no")
+        next(iter(out))

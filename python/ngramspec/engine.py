@@ -23,7 +23,7 @@ import numpy as np
 from . import _llama
 from ._core import NGramPredictor, SuffixMatcher
 from .invariance import InvarianceReport, check_batch_invariance
-from .policy import CostAwarePolicy, copy_source
+from .policy import CostAwarePolicy, copy_sources
 from .sampling import SamplingParams, position_uniform, sample, target_distribution
 from .stats import GenerationStats
 
@@ -310,6 +310,8 @@ class _Run:
         if matcher is not None:
             matcher.reset()
             matcher.update_batch(self.prompt_tokens)
+        if policy is not None:
+            policy.forget_pending()
         stats.time_predictor_s += time.perf_counter() - t0
 
         emitted: list[int] = []
@@ -359,20 +361,24 @@ class _Run:
                     matcher.update(nxt)
             stats.time_predictor_s += time.perf_counter() - t0
             yield emitted[:]
-            continuing = False  # the last pass was a copy draft accepted in full
+            continuing = False  # the last pass's copy draft agreed with all it emitted
             while not done:
                 # How many draft tokens may ride along with `nxt` in this pass.
                 k = min(engine.max_draft, max_tokens - len(emitted) - 1, n_ctx - n_past - 1)
                 draft, sources, source = _EMPTY, [], "plain"
+                offered: list[tuple[Any, list[int]]] = []   # (tokens, sources) per candidate
+                which = 0
                 if k > 0 and engine._rollback_ok:
                     t0 = time.perf_counter()
                     draft, orders = predictor.predict_with_orders(k)
                     sources, source = orders.tolist(), "ngram"
                     candidates = [sources]
+                    offered.append((draft, sources))
                     if matcher is not None:
                         copied, match = matcher.predict(k)
-                        copied_sources = [copy_source(match, continuing)] * len(copied)
+                        copied_sources = copy_sources(match, continuing, len(copied))
                         candidates.append(copied_sources)
+                        offered.append((copied, copied_sources))
                     if policy is not None:
                         which, n = policy.choose_among(candidates, allowed)
                     else:  # eager: the copy when its match is longer than any n-gram context
@@ -418,11 +424,17 @@ class _Run:
                 if k:
                     stats.record_draft(k, m)
                 stats.record_pass(source, m)
-                continuing = source == "copy" and m == k
                 if self.engine.trace:
                     stats.trace.append((source, sources[0] if sources else 0, k, m, t_verify))
                 if policy is not None:
                     policy.observe(k + 1, t_verify, sources, m)
+                    # The rest of what was offered is scored once the text shows it.
+                    start = len(emitted)
+                    for i, (tokens, srcs) in enumerate(offered):
+                        if i != which:
+                            policy.defer(start, tokens.tolist(), srcs)
+                        elif m == k:
+                            policy.defer(start + k, tokens[k:].tolist(), srcs[k:])
                 kv.append(nxt)
                 kv.extend(int(t) for t in draft[:m])
                 n_past += 1 + m
@@ -444,6 +456,14 @@ class _Run:
                     predictor.update_batch(emitted[start:])
                     if matcher is not None:
                         matcher.update_batch(emitted[start:])
+                if policy is not None:
+                    policy.settle(emitted)
+                # The copy stays confirmed while it agrees with every token this
+                # pass emitted, whether or not it was the draft verified.
+                new = emitted[start:]
+                copied_now = offered[1][0] if len(offered) > 1 else _EMPTY
+                continuing = len(copied_now) > 0 and all(
+                    int(copied_now[i]) == new[i] for i in range(min(len(copied_now), len(new))))
                 stats.time_predictor_s += time.perf_counter() - t0
                 nxt = accepted[-1]
                 if len(emitted) > start:

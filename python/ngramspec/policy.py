@@ -54,6 +54,15 @@ def copy_source(match_length: int, continuing: bool = False) -> int:
     return COPY_SOURCE_BASE + bucket + (_COPY_BUCKETS if continuing else 0)
 
 
+def copy_sources(match_length: int, continuing: bool, n: int) -> list[int]:
+    """The sources of a copy draft's n tokens. Token i is judged only if tokens
+    0..i-1 were accepted, and then the copy has been confirmed for i more tokens
+    and its match is i tokens longer: later tokens of a long copy draw on the
+    higher acceptance of longer, confirmed matches, which is what lets a copy
+    that keeps being right be drafted far ahead."""
+    return [copy_source(match_length + i, continuing or i > 0) for i in range(n)]
+
+
 class CostAwarePolicy:
     """max_batch: largest verify batch the engine may use.
     prior_slope: assumed extra cost per extra batch token, relative to one token.
@@ -76,6 +85,9 @@ class CostAwarePolicy:
         self.probe_every = probe_every
         self._refusals = 0
         self.learn_cost = learn_cost
+        # Drafts offered but not (or not wholly) verified, waiting for the tokens
+        # that really follow them: (output index of their first token, tokens, sources).
+        self._pending: list[tuple[int, list[int], list[int]]] = []
 
     def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False) -> None:
         """Start the cost curve from measured r(B) ({B: ratio}), e.g. the
@@ -179,6 +191,39 @@ class CostAwarePolicy:
             if not hit:
                 break
 
+    def defer(self, start: int, tokens: list[int], sources: list[int]) -> None:
+        """A draft that was offered but not verified (or the unverified tail of one
+        whose verified part was accepted in full); ``start``: the output index its
+        first token would take. ``settle`` scores it once those tokens are known.
+        Without this, a source the policy refuses to verify would never show it
+        had become reliable, and the tail beyond a short draft would never show
+        how far copies really run."""
+        if tokens:
+            self._pending.append((start, tokens, sources))
+
+    def settle(self, output: list[int]) -> None:
+        """Scores every deferred draft whose outcome ``output`` (the tokens emitted
+        so far) now decides: token by token, up to its first miss."""
+        a, acceptance, known = self.alpha, self._acceptance_list, len(output)
+        still = []
+        for start, tokens, sources in self._pending:
+            n = min(len(tokens), known - start)
+            i = 0
+            while i < n:
+                hit = tokens[i] == output[start + i]
+                o = sources[i]
+                acceptance[o] += a * ((1.0 if hit else 0.0) - acceptance[o])
+                if not hit:
+                    break
+                i += 1
+            if i == n and n < len(tokens):   # all right so far, the rest not yet known
+                still.append((start + n, tokens[n:], sources[n:]))
+        self._pending = still
+
+    def forget_pending(self) -> None:
+        """Drops the deferred drafts (a new generation starts)."""
+        self._pending = []
+
     @property
     def acceptance(self) -> np.ndarray:
         """Acceptance estimate per source (index = n-gram order, then the copy
@@ -190,4 +235,4 @@ class CostAwarePolicy:
         self._acceptance_list = [float(v) for v in np.broadcast_to(np.asarray(values, dtype=float), (N_SOURCES,))]
 
 
-__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "N_SOURCES", "NGramPredictor", "copy_source"]
+__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "N_SOURCES", "NGramPredictor", "copy_source", "copy_sources"]

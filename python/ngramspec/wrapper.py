@@ -45,12 +45,33 @@ def _held_back(text: str, stops: list[str]) -> int:
 
 
 class SpeculativeLlama:
-    """llm: the ``llama_cpp.Llama`` to speed up. options: ``SpeculativeEngine``'s."""
+    """llm: the ``llama_cpp.Llama`` to speed up. options: ``SpeculativeEngine``'s.
+    ``exact`` there is the wrapper's default; each call may override it with its
+    own ``exact=`` keyword (greedy and sampled requests alike)."""
 
     def __init__(self, llm: Any, **options: Any) -> None:
         self.llm = llm
         self.engine = SpeculativeEngine(llm, **options)
+        self._options = options
+        self._other: Optional[SpeculativeEngine] = None  # the engine of the other exactness, made on first use
+        self._chat_exact: Optional[bool] = None  # a chat call's override, seen by the handler's completion call
         self.last_speculative: dict = {}  # the stats of the latest request
+
+    def _engine_for(self, exact: Optional[bool]) -> SpeculativeEngine:
+        if exact is None:
+            exact = self._chat_exact
+        if exact is not None and not isinstance(exact, bool):
+            raise TypeError(f"exact must be True, False or None, got {type(exact).__name__}")
+        if exact is None or exact == self.engine.exact:
+            return self.engine
+        if self._other is None:
+            # Both engines drive the same Llama and rebuild their tables per call, so
+            # they share nothing but the measured invariance report.
+            options = {**self._options, "exact": exact}
+            if exact and self.engine.invariance is not None:
+                options["invariance"] = self.engine.invariance
+            self._other = SpeculativeEngine(self.llm, **options)
+        return self._other
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names this class lacks: tokenize, metadata, chat_format...
@@ -84,8 +105,11 @@ class SpeculativeLlama:
         logits_processor: Any = None,
         grammar: Any = None,
         logit_bias: Optional[Dict[int, float]] = None,
+        exact: Optional[bool] = None,
     ) -> Any:
-        """llama-cpp-python's ``Llama.create_completion``, speculative when greedy."""
+        """llama-cpp-python's ``Llama.create_completion``, speculative. ``exact``:
+        this call's verify mode (None: the wrapper's)."""
+        engine = self._engine_for(exact)
         greedy = temperature <= 0 or top_k == 1
         unsupported = {
             "suffix": suffix is not None, "logprobs": logprobs is not None,
@@ -117,7 +141,7 @@ class SpeculativeLlama:
         if echo:
             prefix = prompt if isinstance(prompt, str) else self.llm.detokenize(
                 prompt_tokens_for(self.llm, prompt)).decode("utf-8", errors="ignore")
-        run = self.engine.stream(prompt, max_tokens=limit, stop=stops, stopping_criteria=stopping_criteria,
+        run = engine.stream(prompt, max_tokens=limit, stop=stops, stopping_criteria=stopping_criteria,
                                  sampling=sampling)
         if stream:
             return self._stream_chunks(run, head, prefix, stops)
@@ -197,24 +221,30 @@ class SpeculativeLlama:
         logit_bias: Optional[Dict[int, float]] = None,
         logprobs: Optional[bool] = None,
         top_logprobs: Optional[int] = None,
+        exact: Optional[bool] = None,
     ) -> Any:
         """llama-cpp-python's ``Llama.create_chat_completion``: the model's chat
         handler formats the messages exactly as it does for the plain ``Llama``,
-        then calls this wrapper's ``create_completion``."""
+        then calls this wrapper's ``create_completion``. ``exact``: as there."""
         from llama_cpp import llama_chat_format
 
+        self._engine_for(exact)  # a bad value fails here, before any formatting
         llm = self.llm
         handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
                    or llama_chat_format.get_chat_completion_handler(llm.chat_format))
-        out = handler(
-            llama=self, messages=messages, functions=functions, function_call=function_call, tools=tools,
-            tool_choice=tool_choice, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
-            typical_p=typical_p, logprobs=logprobs, top_logprobs=top_logprobs, stream=stream, stop=stop,
-            seed=seed, response_format=response_format, max_tokens=max_tokens,
-            presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
-            repeat_penalty=repeat_penalty, tfs_z=tfs_z, mirostat_mode=mirostat_mode,
-            mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, model=model,
-            logits_processor=logits_processor, grammar=grammar, logit_bias=logit_bias)
+        self._chat_exact = exact
+        try:
+            out = handler(
+                llama=self, messages=messages, functions=functions, function_call=function_call, tools=tools,
+                tool_choice=tool_choice, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+                typical_p=typical_p, logprobs=logprobs, top_logprobs=top_logprobs, stream=stream, stop=stop,
+                seed=seed, response_format=response_format, max_tokens=max_tokens,
+                presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                repeat_penalty=repeat_penalty, tfs_z=tfs_z, mirostat_mode=mirostat_mode,
+                mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, model=model,
+                logits_processor=logits_processor, grammar=grammar, logit_bias=logit_bias)
+        finally:
+            self._chat_exact = None
         if isinstance(out, dict):  # the chat handler rebuilds the dict, so add the stats back
             out["speculative"] = self.last_speculative
         return out
@@ -225,10 +255,12 @@ class SpeculativeLlama:
                  frequency_penalty: float = 0.0, presence_penalty: float = 0.0, tfs_z: float = 1.0,
                  mirostat_mode: int = 0, mirostat_tau: float = 5.0, mirostat_eta: float = 0.1,
                  penalize_nl: bool = True, logits_processor: Any = None, stopping_criteria: Any = None,
-                 grammar: Any = None) -> Iterator[int]:
+                 grammar: Any = None, exact: Optional[bool] = None) -> Iterator[int]:
         """``Llama.generate``: yields token ids. Greedy requests are speculative and
-        yield exactly the plain tokens; unlike ``Llama.generate`` they end after an
-        end-of-generation token (yielded last) or at the end of the context."""
+        yield exactly the plain tokens (with exact=True); unlike ``Llama.generate``
+        they end after an end-of-generation token (yielded last) or at the end of
+        the context. ``exact``: this call's verify mode (None: the wrapper's)."""
+        engine = self._engine_for(exact)
         if not (temp <= 0 or top_k == 1):
             return self.llm.generate(
                 tokens, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p, temp=temp,
@@ -242,10 +274,10 @@ class SpeculativeLlama:
                                  "reset=False": not reset}.items() if used]
         if bad:
             raise NotImplementedError(f"ngramspec's greedy generate does not support {', '.join(bad)}")
-        return self._generate_greedy(list(tokens), stopping_criteria)
+        return self._generate_greedy(engine, list(tokens), stopping_criteria)
 
-    def _generate_greedy(self, tokens: list, stopping_criteria: Any) -> Iterator[int]:
-        run = self.engine.stream(tokens, max_tokens=None, stopping_criteria=stopping_criteria)
+    def _generate_greedy(self, engine: SpeculativeEngine, tokens: list, stopping_criteria: Any) -> Iterator[int]:
+        run = engine.stream(tokens, max_tokens=None, stopping_criteria=stopping_criteria)
         for chunk in run:
             yield from chunk
         if run.result.eog_token is not None:  # Llama.generate yields it too

@@ -5,9 +5,12 @@ just emitted plus k draft tokens, costs r(k + 1) single-token passes (the
 measured verify-cost curve), and, when the whole draft is right, emits k + 1
 tokens. Given the true greedy output, an oracle that
 
-* may draft only tokens that copy an earlier span of the context (prompt plus
-  the output so far; a copy may run on into the tokens it is producing, as in
-  LZ77, which is what a chained n-gram draft does on a repeating run), and
+* may draft only tokens that continue an earlier occurrence of the token just
+  emitted: what followed that token at some earlier place in the context
+  (prompt plus the output so far), the least context any n-gram or
+  prompt-lookup drafter conditions on; a copy may run on into the tokens it is
+  producing, as in LZ77, which is what a chained n-gram draft does on a
+  repeating run), and
 * knows how far each copy stays right,
 
 chooses every draft length by dynamic programming to minimise total verify cost.
@@ -23,9 +26,10 @@ from typing import Sequence
 
 
 def copy_lengths(prompt: Sequence[int], output: Sequence[int]) -> list[int]:
-    """L[i] for each output index i: the longest run output[i+1 : i+1+L] that
-    copies some earlier span seq[p : p+L] of seq = prompt + output, p < the
-    run's own start (the span may overlap the run)."""
+    """L[i] for each output index i: the longest run output[i+1 : i+1+L] equal to
+    seq[p+1 : p+1+L] for some earlier occurrence seq[p] == output[i] of the token
+    just emitted (seq = prompt + output, p before output[i]'s own index; the
+    span may overlap the run)."""
     seq = list(prompt) + list(output)
     positions: dict[int, list[int]] = {}
     for p, t in enumerate(seq[: len(prompt)]):
@@ -33,17 +37,18 @@ def copy_lengths(prompt: Sequence[int], output: Sequence[int]) -> list[int]:
     end = len(seq)
     lengths = []
     for i in range(len(output)):
-        q = len(prompt) + i + 1          # index in seq of the first draft token
-        # output[i] is known once it is emitted: it joins the copyable context.
-        positions.setdefault(seq[q - 1], []).append(q - 1)
+        anchor = len(prompt) + i         # output[i], the token the draft would follow
+        q = anchor + 1                   # index in seq of the first draft token
         best = 0
         if q < end:
-            for p in positions.get(seq[q], ()):
-                n = 1
-                while q + n < end and seq[p + n] == seq[q + n]:
+            for p in positions.get(seq[anchor], ()):
+                n = 0
+                while q + n < end and seq[p + 1 + n] == seq[q + n]:
                     n += 1
                 best = max(best, n)
         lengths.append(best)
+        # Once emitted, output[i] is an earlier occurrence for the drafts after it.
+        positions.setdefault(seq[anchor], []).append(anchor)
     return lengths
 
 

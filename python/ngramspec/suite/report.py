@@ -61,8 +61,9 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
         f"- Verify cost r(B) (llama_decode of B tokens / one token, one token = {cost.single_seconds * 1e3:.1f} ms): "
         + ", ".join(f"{b}: {c:.2f}" for b, c in enumerate(cost.relative, 1)) + ".",
         f"- Bit-exact verify batch sizes on this build: {_ranges(exact)}. ngramspec and the limits use only these.",
-        "- Model-free limit: an oracle that drafts only copies of earlier spans of the context (prompt plus "
-        "output so far) and knows how far each copy stays right, with draft lengths chosen by dynamic "
+        "- Model-free limit: an oracle that drafts only what followed an earlier occurrence of the token just "
+        "emitted in the context (prompt plus output so far) and knows how far each copy stays right, with "
+        "draft lengths chosen by dynamic "
         "programming under the measured r(B) and the exact batch sizes. Perfect: every draft right. "
         "'% of limit' is a method's measured decode speed-up over the limit's.",
         "",

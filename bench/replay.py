@@ -5,7 +5,13 @@ a policy change in seconds (the real suite takes tens of minutes) and compares i
 with the model-free limit on the same tokens. Only the decode cost is modelled
 (no Python overhead), so it ranks policies; the suite measures them.
 
+With --context-cost (a JSON from bench/context_cost.py), every pass is also
+priced at the context length it runs at, the replayed schedule and the limit
+alike, and plain decoding by the same clock: the short-context r(B) under-prices
+verification after a long prompt.
+
 Usage: python bench/replay.py bench/results/suite-qwen2.5-coder-0.5b.json [--max-draft 8]
+           [--context-cost bench/results/context-cost-qwen2.5-coder-0.5b.json]
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from pathlib import Path
 import llama_cpp
 
 from ngramspec import NGramPredictor, SuffixMatcher
+from ngramspec.costcurve import ContextCost
 from ngramspec.engine import prompt_tokens_for
 from ngramspec.policy import CostAwarePolicy, copy_sources
 from ngramspec.suite import oracle, sources
@@ -24,13 +31,22 @@ from ngramspec.suite.runner import _model_path
 
 
 def replay(prompt: list[int], output: list[int], cost: list[float], allowed: list[bool], max_draft: int,
-           policy: CostAwarePolicy) -> tuple[float, int]:
-    """(total verify cost in single-token passes, passes) for output[1:]."""
+           policy: CostAwarePolicy, priced: ContextCost | None = None,
+           siblings: bool = False) -> tuple[float, int, float]:
+    """(total verify cost in single-token passes, passes, the same passes priced in
+    seconds at their context by ``priced``, or nan) for output[1:].
+
+    siblings: an upper bound for verifying the other drafter's candidate beside the
+    chosen one (llama.cpp sibling sequences sharing the prefix): whenever the other
+    candidate would have been accepted further, its right tokens, and only those,
+    ride in the same batch and the longer acceptance wins. No real scheme knows in
+    advance which tokens are right, so none can do better than this."""
     predictor, matcher = NGramPredictor(), SuffixMatcher()
     predictor.update_batch(prompt + output[:1])
     matcher.update_batch(prompt + output[:1])
     allowed_arr = [False] + allowed
     t, total, passes, continuing = 0, 0.0, 0, False    # output[: t + 1] is emitted
+    seconds = 0.0 if priced else float("nan")
     n = len(output)
     while t < n - 1:
         k = min(max_draft, n - 2 - t)
@@ -44,9 +60,21 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: lis
         accepted = 0
         while accepted < m and tokens[accepted] == output[t + 1 + accepted]:
             accepted += 1
-        total += cost[m]
+        batch = m + 1
+        if siblings:
+            other = (copied if which == 0 else draft)
+            right = 0
+            while right < len(other) and other[right] == output[t + 1 + right]:
+                right += 1
+            if right > accepted and m + 1 + right <= len(cost) and allowed[m + right]:
+                policy.observe(m + 1, cost[m], sources_, accepted)   # what the chosen draft taught
+                batch, accepted = m + 1 + right, right
+        total += cost[batch - 1]
+        if priced:
+            seconds += priced.time(batch, len(prompt) + t)
         passes += 1
-        policy.observe(m + 1, cost[m], sources_, accepted)
+        if batch == m + 1:
+            policy.observe(m + 1, cost[m], sources_, accepted)
         full = [draft.tolist(), copied.tolist()]
         for ci, cand in enumerate(candidates):       # as the engine does: score the rest in hindsight
             if ci != which:
@@ -60,20 +88,27 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: lis
         predictor.update_batch(emitted)
         matcher.update_batch(emitted)
         t += 1 + accepted
-    return total, passes
+    return total, passes, seconds
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report")
     ap.add_argument("--max-draft", type=int, default=8)
+    ap.add_argument("--context-cost", help="JSON from bench/context_cost.py")
+    ap.add_argument("--siblings", action="store_true",
+                    help="also price an upper bound for verifying both drafters' candidates in one batch")
     opts = ap.parse_args()
     data = json.loads(Path(opts.report).read_text())
     llm = llama_cpp.Llama(_model_path(data["model"]), vocab_only=True, verbose=False)
     items = {(w.name, i.label): i for w in sources.build(llm, data["quick"]) for i in w.items}
     cost = data["verify_cost"]
     allowed = [b in data["invariant_sizes"] for b in range(1, len(cost) + 1)]
-    by_workload: dict[str, list[tuple[float, float, int]]] = {}
+    priced = None
+    if opts.context_cost:
+        raw = json.loads(Path(opts.context_cost).read_text())
+        priced = ContextCost(raw["contexts"], raw["seconds"])
+    by_workload: dict[str, list[tuple[float, ...]]] = {}
     for r in data["runs"]:
         if r["method"] != "plain" or r["round"] != 0 or "text" not in r:
             continue
@@ -83,14 +118,38 @@ def main() -> int:
             continue
         policy = CostAwarePolicy(opts.max_draft + 1, learn_cost=False)
         policy.calibrate({b + 1: c for b, c in enumerate(cost)})
-        spent, _ = replay(prompt, output, cost, allowed, opts.max_draft, policy)
+        spent, _, seconds = replay(prompt, output, cost, allowed, opts.max_draft, policy, priced)
+        if opts.siblings:
+            policy = CostAwarePolicy(opts.max_draft + 1, learn_cost=False)
+            policy.calibrate({b + 1: c for b, c in enumerate(cost)})
+            spent_sib, _, _ = replay(prompt, output, cost, allowed, opts.max_draft, policy, None, siblings=True)
         limit = oracle.model_free_limit(prompt, output, cost, allowed)
-        by_workload.setdefault(r["workload"], []).append((spent, limit.cost, len(output) - 1))
-    print(f"| workload | replayed speed-up | limit | % of limit |  ({data['model']}, max_draft {opts.max_draft})")
-    print("|---|---|---|---|")
+        row = [spent, limit.cost, len(output) - 1]
+        if opts.siblings:
+            row.append(spent_sib)
+        if priced:
+            at = oracle.priced_by_context(len(prompt), priced.time)
+            limit_ctx = oracle.model_free_limit(prompt, output, cost, allowed, cost_at=at)
+            row += [seconds, limit_ctx.cost, limit_ctx.plain_cost or 0.0]
+        by_workload.setdefault(r["workload"], []).append(tuple(row))
+    head = "| workload | replayed speed-up | limit | % of limit |"
+    if opts.siblings:
+        head += " with siblings (upper bound) |"
+    if priced:
+        head += " priced by context: replayed | limit | % of limit |"
+    print(head + f"  ({data['model']}, max_draft {opts.max_draft})")
+    print("|---" * (head.count("|") - 1) + "|")
     for name, rows in by_workload.items():
-        spent, lim, tokens = (sum(x[i] for x in rows) for i in range(3))
-        print(f"| {name} | {tokens / spent:.2f}x | {tokens / lim:.2f}x | {lim / spent:.0%} |")
+        sums = [sum(x[i] for x in rows) for i in range(len(rows[0]))]
+        spent, lim, tokens = sums[:3]
+        line = f"| {name} | {tokens / spent:.2f}x | {tokens / lim:.2f}x | {lim / spent:.0%} |"
+        rest = sums[3:]
+        if opts.siblings:
+            line += f" {tokens / rest.pop(0):.2f}x |"
+        if priced:
+            seconds, lim_s, plain_s = rest
+            line += f" {plain_s / seconds:.2f}x | {plain_s / lim_s:.2f}x | {lim_s / seconds:.0%} |"
+        print(line)
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -94,3 +95,43 @@ def test_one_token_pass_must_be_allowed():
 
     with pytest.raises(ValueError, match="one-token pass"):
         oracle.best_schedule([1, 1, 1], LINEAR, [False] + [True] * 7)
+
+
+def test_a_pass_priced_by_position_is_what_the_schedule_pays():
+    # Passes cost 1 per token at the start and get dearer per extra draft token with
+    # the context: the oracle must price each pass where it happens, and plain
+    # decoding by the same clock.
+    out = [5] * 12
+    def at(i, b):
+        return (1.0 + 0.01 * i) * (1.0 + (0.2 + 0.1 * i) * (b - 1))
+    lim = oracle.model_free_limit([5], out, LINEAR, ALL, cost_at=at)
+    plain = sum(at(i, 1) for i in range(len(out) - 1))
+    assert lim.plain_cost == pytest.approx(plain)
+    assert lim.speedup == pytest.approx(plain / lim.cost)
+    assert lim.cost == pytest.approx(brute_cost_at(oracle.copy_lengths([5], out), at, ALL))
+    # The same prices at every position reduce to the r(B) form.
+    flat = oracle.model_free_limit([5], out, LINEAR, ALL, cost_at=lambda i, b: LINEAR[b - 1])
+    assert flat.speedup == pytest.approx(oracle.model_free_limit([5], out, LINEAR, ALL).speedup)
+
+
+def brute_cost_at(draftable, at, allowed):
+    n, best = len(draftable), math.inf
+    for cuts in itertools.product([0, 1], repeat=max(0, n - 2)):
+        starts = [0] + [j + 1 for j, c in enumerate(cuts) if c] + [n - 1]
+        total = 0.0
+        for a, b in zip(starts, starts[1:]):
+            k = b - a - 1
+            if k > draftable[a] or k >= len(allowed) or not allowed[k]:
+                break
+            total += at(a, k + 1)
+        else:
+            best = min(best, total)
+    return best
+
+
+def test_limits_priced_two_ways_cannot_be_combined():
+    by_pass = oracle.model_free_limit([1], [1, 1, 1], LINEAR, ALL)
+    by_position = oracle.model_free_limit([1], [1, 1, 1], LINEAR, ALL, cost_at=lambda i, b: LINEAR[b - 1])
+    assert oracle.combine([by_position, by_position]).plain_cost == pytest.approx(2 * by_position.plain_cost)
+    with pytest.raises(ValueError, match="cannot combine"):
+        oracle.combine([by_pass, by_position])

@@ -115,7 +115,11 @@ def raise_decode_error(rc: int) -> None:
 
 
 def decode(llm: Any, batch: Batch) -> None:
+    """llama_decode, with the one precondition llama.cpp enforces by aborting the
+    process (GGML_ASSERT: at most n_batch tokens) raised as a Python error instead."""
     llama_cpp = llama_cpp_module()
+    if batch.batch.n_tokens > llm.n_batch:
+        raise ValueError(f"a batch of {batch.batch.n_tokens} tokens exceeds the context's n_batch ({llm.n_batch})")
     rc = llama_cpp.llama_decode(context_of(llm), batch.batch)
     if rc != 0:
         raise_decode_error(rc)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 
 def copy_lengths(prompt: Sequence[int], output: Sequence[int]) -> list[int]:
@@ -57,27 +57,38 @@ class Limit:
     tokens: int            # output tokens after the first (the first comes with prefill)
     cost: float            # the oracle's total verify cost, in single-token passes
     passes: int
+    plain_cost: float | None = None   # one-token decoding of the same tokens, in the same unit
+    #                                   as cost, where a pass's price depends on its position
 
     @property
     def speedup(self) -> float:
-        return self.tokens / self.cost if self.cost else 1.0
+        plain = self.tokens if self.plain_cost is None else self.plain_cost
+        return plain / self.cost if self.cost else 1.0
 
     @property
     def tokens_per_pass(self) -> float:
         return self.tokens / self.passes if self.passes else 1.0
 
 
-def best_schedule(draftable: Sequence[float], cost: Sequence[float], allowed: Sequence[bool]) -> Limit:
+def best_schedule(draftable: Sequence[float], cost: Sequence[float], allowed: Sequence[bool],
+                  cost_at: Callable[[int, int], float] | None = None) -> Limit:
     """Minimum-cost passes over the output.
 
     draftable[i]: how many correct draft tokens may follow output[i] (math.inf
         for the perfect drafter); only the first len(output) - 1 entries count.
     cost[b - 1]: r(b), the cost of a b-token pass relative to one token.
     allowed[b - 1]: whether a b-token verify batch may be used (exact mode uses
-        only the batch sizes found bit-exact)."""
+        only the batch sizes found bit-exact).
+    cost_at: if given, cost_at(i, b) is the price of the b-token pass that
+        follows output[i] (its cost may grow with the context), used instead of
+        ``cost``; plain decoding is then priced as the sum of cost_at(i, 1)."""
     n = len(draftable)
+    by_position = cost_at is not None
     if n <= 1:
-        return Limit(0, 0.0, 0)
+        return Limit(0, 0.0, 0, 0.0 if by_position else None)
+    if cost_at is None:
+        def cost_at(i: int, b: int) -> float:
+            return cost[b - 1]
     sizes = [b for b in range(1, len(cost) + 1) if allowed[b - 1]]
     if 1 not in sizes:
         raise ValueError("a one-token pass must be allowed")
@@ -90,21 +101,34 @@ def best_schedule(draftable: Sequence[float], cost: Sequence[float], allowed: Se
             k = b - 1
             if k > reach:
                 break
-            c = cost[b - 1] + best[i + k + 1]
+            c = cost_at(i, b) + best[i + k + 1]
             if c < best[i]:
                 best[i], passes[i] = c, passes[i + k + 1] + 1
-    return Limit(n - 1, best[0], passes[0])
+    plain = None if not by_position else sum(cost_at(i, 1) for i in range(n - 1))
+    return Limit(n - 1, best[0], passes[0], plain)
 
 
 def model_free_limit(prompt: Sequence[int], output: Sequence[int], cost: Sequence[float],
-                     allowed: Sequence[bool]) -> Limit:
-    return best_schedule(copy_lengths(prompt, output), cost, allowed)
+                     allowed: Sequence[bool], cost_at: Callable[[int, int], float] | None = None) -> Limit:
+    return best_schedule(copy_lengths(prompt, output), cost, allowed, cost_at)
 
 
-def perfect_limit(n_output: int, cost: Sequence[float], allowed: Sequence[bool]) -> Limit:
-    return best_schedule([math.inf] * n_output, cost, allowed)
+def perfect_limit(n_output: int, cost: Sequence[float], allowed: Sequence[bool],
+                  cost_at: Callable[[int, int], float] | None = None) -> Limit:
+    return best_schedule([math.inf] * n_output, cost, allowed, cost_at)
+
+
+def priced_by_context(prompt_length: int, seconds: Callable[[int, int], float]) -> Callable[[int, int], float]:
+    """cost_at for best_schedule from a pass-time model ``seconds(batch, context)``
+    (e.g. ContextCost.time): the pass after output[i] sees prompt_length + i
+    cached tokens."""
+    return lambda i, b: seconds(b, prompt_length + i)
 
 
 def combine(limits: Sequence[Limit]) -> Limit:
     """The limit of several generations run one after another."""
-    return Limit(sum(x.tokens for x in limits), sum(x.cost for x in limits), sum(x.passes for x in limits))
+    plain = None if any(x.plain_cost is None for x in limits) else sum(x.plain_cost or 0.0 for x in limits)
+    if plain is None and any(x.plain_cost is not None for x in limits):
+        raise ValueError("cannot combine limits priced per position with limits priced per pass")
+    return Limit(sum(x.tokens for x in limits), sum(x.cost for x in limits), sum(x.passes for x in limits),
+                 plain)

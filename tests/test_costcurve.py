@@ -1,0 +1,72 @@
+"""Verify-cost curves: the context-dependent pass-time model (pure arithmetic) and
+the measurement on the real model."""
+from __future__ import annotations
+
+import pytest
+
+from ngramspec.costcurve import ContextCost, CostCurve, measure_verify_cost
+
+
+def test_pass_time_is_interpolated_and_extrapolated_in_context_length():
+    cost = ContextCost([100, 1100], [[1.0, 2.0, 3.0], [2.0, 5.0, 8.0]])
+    assert cost.max_batch == 3
+    assert cost.time(1, 100) == 1.0 and cost.time(3, 1100) == 8.0
+    assert cost.time(2, 600) == pytest.approx(3.5)
+    assert cost.time(2, 2100) == pytest.approx(8.0)     # beyond the longest: the same slope
+    assert cost.time(3, 0) == 3.0                        # never below the shortest context's time
+
+
+def test_three_contexts_use_the_segment_each_falls_in():
+    cost = ContextCost([0, 10, 20], [[1.0], [2.0], [4.0]])
+    assert cost.time(1, 5) == pytest.approx(1.5)
+    assert cost.time(1, 15) == pytest.approx(3.0)
+    assert cost.time(1, 30) == pytest.approx(6.0)
+
+
+def test_from_curves_turns_ratios_into_seconds():
+    cost = ContextCost.from_curves({512: CostCurve([1.0, 1.5], 0.02), 64: CostCurve([1.0, 1.4], 0.01)})
+    assert cost.contexts == [64, 512]
+    assert cost.seconds == [[0.01, pytest.approx(0.014)], [0.02, pytest.approx(0.03)]]
+
+
+@pytest.mark.parametrize("contexts, seconds, message", [
+    ([], [], "at least one"),
+    ([1, 2], [[1.0]], "one curve per context"),
+    ([2, 1], [[1.0], [1.0]], "ascending"),
+    ([1, 2], [[1.0], [1.0, 2.0]], "same batch sizes"),
+])
+def test_bad_context_costs_are_refused(contexts, seconds, message):
+    with pytest.raises(ValueError, match=message):
+        ContextCost(contexts, seconds)
+
+
+def test_measured_curve_starts_at_one_and_leaves_the_cache_empty(llm):
+    curve = measure_verify_cost(llm, 4, reps=1, context_tokens=16)
+    assert curve.relative[0] == 1.0 and len(curve.relative) == 4
+    assert all(r > 0 for r in curve.relative) and curve.single_seconds > 0
+    assert curve(4) == curve.relative[3]
+    assert llm.n_tokens == 0
+
+
+def test_verify_cost_needs_a_batch_and_a_repetition(llm):
+    with pytest.raises(ValueError, match=">= 1"):
+        measure_verify_cost(llm, 0)
+    with pytest.raises(ValueError, match=">= 1"):
+        measure_verify_cost(llm, 4, reps=0)
+
+
+def test_a_context_longer_than_n_batch_is_prefilled_in_chunks(llm):
+    # One llama_decode of more than n_batch tokens aborts the process in llama.cpp.
+    assert llm.n_batch < 600
+    curve = measure_verify_cost(llm, 2, reps=1, context_tokens=600)
+    assert curve.relative[0] == 1.0 and curve.single_seconds > 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_batch": 10_000}, "n_batch"),
+    ({"max_batch": 4, "context_tokens": 4096}, "exceeds the context"),
+    ({"max_batch": 4, "context_tokens": 0}, "context_tokens"),
+])
+def test_verify_cost_refuses_what_llama_cpp_would_abort_on(llm, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        measure_verify_cost(llm, **kwargs)

@@ -21,6 +21,15 @@ def test_refuses_when_acceptance_is_low_then_probes():
     assert [p.choose(orders, ALL) for _ in range(4)] == [0, 0, 0, 1]
 
 
+def test_by_default_it_never_probes_blindly():
+    # Refused drafts are learned from in hindsight, so a low-acceptance source is
+    # never verified just to find out.
+    p = CostAwarePolicy(9)
+    p.acceptance = 0.2
+    orders = np.array([2, 2, 2], dtype=np.int32)
+    assert {p.choose(orders, ALL) for _ in range(200)} == {0}
+
+
 def test_no_draft_offered_means_plain():
     assert CostAwarePolicy(9).choose(np.empty(0, dtype=np.int32), ALL) == 0
 

@@ -15,8 +15,11 @@ likely to be accepted. The policy keeps:
     steer the choice.
 It picks the k that maximises expected tokens per unit of verify time, where
 k = 0 (a plain one-token decode, ratio 1) is always a candidate, so on text it
-cannot predict it falls back to plain decoding. A rare probe (k = 1 once every
-``probe_every`` refusals) lets it notice when the text becomes predictable.
+cannot predict it falls back to plain decoding. It notices when the text becomes
+predictable without paying for it: drafts it refused are scored in hindsight
+(``defer`` / ``settle``). An optional probe (k = 1 once every ``probe_every``
+refusals) is off by default: replaying the suite's outputs (bench/replay.py) it
+cost up to 1% on unpredictable text and gained nothing anywhere.
 
 Draft tokens carry a *source*: the n-gram order that produced them (2..8), or,
 for copy drafts from the SuffixMatcher, a bucket of the match length they
@@ -68,12 +71,13 @@ class CostAwarePolicy:
     prior_slope: assumed extra cost per extra batch token, relative to one token.
     prior_accept: initial acceptance estimate for every order.
     alpha: weight of the newest observation in the moving averages.
-    probe_every: after this many refusals to draft, verify one token anyway.
+    probe_every: after this many refusals to draft, verify one token anyway
+        (0: never; hindsight scoring already learns from refused drafts).
     learn_cost: update the cost scale from timings (False keeps the cost curve
         fixed, for reproducible decisions on a machine too noisy to time)."""
 
     def __init__(self, max_batch: int, *, prior_slope: float = 0.4, prior_accept: float = 0.35,
-                 alpha: float = 0.1, probe_every: int = 16, learn_cost: bool = True) -> None:
+                 alpha: float = 0.1, probe_every: int = 0, learn_cost: bool = True) -> None:
         self.max_batch = max_batch
         self.scale = 1.0
         self._extra = [prior_slope * (b - 1) for b in range(max(max_batch, 1) + 1)]  # index = batch size
@@ -158,7 +162,7 @@ class CostAwarePolicy:
             if not any(candidates):
                 return 0, 0
             self._refusals += 1
-            if self._refusals >= self.probe_every and allowed[2]:
+            if self.probe_every and self._refusals >= self.probe_every and allowed[2]:
                 self._refusals = 0
                 # Probe with the candidate whose first token is trusted most.
                 first = [self._acceptance_list[c[0]] if c else -1.0 for c in candidates]

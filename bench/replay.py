@@ -25,7 +25,7 @@ import llama_cpp
 from ngramspec import NGramPredictor, SuffixMatcher
 from ngramspec.costcurve import ContextCost
 from ngramspec.engine import prompt_tokens_for
-from ngramspec.policy import CostAwarePolicy, copy_sources
+from ngramspec.policy import CostAwarePolicy, copy_confirmed, copy_sources
 from ngramspec.suite import oracle, sources
 from ngramspec.suite.runner import _model_path
 
@@ -60,6 +60,7 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: lis
         accepted = 0
         while accepted < m and tokens[accepted] == output[t + 1 + accepted]:
             accepted += 1
+        policy.observe(m + 1, cost[m], sources_, accepted)   # what the chosen draft taught
         batch = m + 1
         if siblings:
             other = (copied if which == 0 else draft)
@@ -67,14 +68,11 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: lis
             while right < len(other) and other[right] == output[t + 1 + right]:
                 right += 1
             if right > accepted and m + 1 + right <= len(cost) and allowed[m + right]:
-                policy.observe(m + 1, cost[m], sources_, accepted)   # what the chosen draft taught
                 batch, accepted = m + 1 + right, right
         total += cost[batch - 1]
         if priced:
             seconds += priced.time(batch, len(prompt) + t)
         passes += 1
-        if batch == m + 1:
-            policy.observe(m + 1, cost[m], sources_, accepted)
         full = [draft.tolist(), copied.tolist()]
         for ci, cand in enumerate(candidates):       # as the engine does: score the rest in hindsight
             if ci != which:
@@ -82,9 +80,8 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: lis
             elif accepted == m:
                 policy.defer(t + 1 + m, full[ci][m:], cand[m:])
         policy.settle(output[: t + 2 + accepted])
-        new = output[t + 1: t + 2 + accepted]
-        continuing = len(copied) > 0 and all(int(copied[i]) == new[i] for i in range(min(len(copied), len(new))))
         emitted = output[t + 1: t + 2 + accepted]
+        continuing = copy_confirmed(copied, emitted)
         predictor.update_batch(emitted)
         matcher.update_batch(emitted)
         t += 1 + accepted
@@ -109,6 +106,13 @@ def main() -> int:
         raw = json.loads(Path(opts.context_cost).read_text())
         priced = ContextCost(raw["contexts"], raw["seconds"])
     by_workload: dict[str, list[tuple[float, ...]]] = {}
+
+    def fresh_policy() -> CostAwarePolicy:
+        # Fixed costs, so a replay's decisions do not depend on this machine's timing.
+        policy = CostAwarePolicy(opts.max_draft + 1, learn_cost=False)
+        policy.calibrate({b + 1: c for b, c in enumerate(cost)})
+        return policy
+
     for r in data["runs"]:
         if r["method"] != "plain" or r["round"] != 0 or "text" not in r:
             continue
@@ -116,13 +120,10 @@ def main() -> int:
         output = llm.tokenize(r["text"].encode(), add_bos=False, special=True)
         if len(output) < 2:
             continue
-        policy = CostAwarePolicy(opts.max_draft + 1, learn_cost=False)
-        policy.calibrate({b + 1: c for b, c in enumerate(cost)})
-        spent, _, seconds = replay(prompt, output, cost, allowed, opts.max_draft, policy, priced)
+        spent, _, seconds = replay(prompt, output, cost, allowed, opts.max_draft, fresh_policy(), priced)
         if opts.siblings:
-            policy = CostAwarePolicy(opts.max_draft + 1, learn_cost=False)
-            policy.calibrate({b + 1: c for b, c in enumerate(cost)})
-            spent_sib, _, _ = replay(prompt, output, cost, allowed, opts.max_draft, policy, None, siblings=True)
+            spent_sib, _, _ = replay(prompt, output, cost, allowed, opts.max_draft, fresh_policy(), None,
+                                     siblings=True)
         limit = oracle.model_free_limit(prompt, output, cost, allowed)
         row = [spent, limit.cost, len(output) - 1]
         if opts.siblings:

@@ -23,7 +23,7 @@ import numpy as np
 from . import _llama
 from ._core import NGramPredictor, SuffixMatcher
 from .invariance import InvarianceReport, check_batch_invariance
-from .policy import CostAwarePolicy, copy_sources
+from .policy import CostAwarePolicy, copy_confirmed, copy_sources
 from .sampling import SamplingParams, position_uniform, sample, target_distribution
 from .stats import GenerationStats
 
@@ -458,12 +458,7 @@ class _Run:
                         matcher.update_batch(emitted[start:])
                 if policy is not None:
                     policy.settle(emitted)
-                # The copy stays confirmed while it agrees with every token this
-                # pass emitted, whether or not it was the draft verified.
-                new = emitted[start:]
-                copied_now = offered[1][0] if len(offered) > 1 else _EMPTY
-                continuing = len(copied_now) > 0 and all(
-                    int(copied_now[i]) == new[i] for i in range(min(len(copied_now), len(new))))
+                continuing = len(offered) > 1 and copy_confirmed(offered[1][0], emitted[start:])
                 stats.time_predictor_s += time.perf_counter() - t0
                 nxt = accepted[-1]
                 if len(emitted) > start:

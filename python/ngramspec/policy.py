@@ -66,6 +66,14 @@ def copy_sources(match_length: int, continuing: bool, n: int) -> list[int]:
     return [copy_source(match_length + i, continuing or i > 0) for i in range(n)]
 
 
+def copy_confirmed(copied: Any, emitted: list[int]) -> bool:
+    """Whether a copy draft agreed with every token a pass emitted (over their
+    common length), whether or not it was the draft verified: its next tokens are
+    then priced as a continuing copy."""
+    n = min(len(copied), len(emitted))
+    return len(copied) > 0 and all(int(copied[i]) == emitted[i] for i in range(n))
+
+
 class CostAwarePolicy:
     """max_batch: largest verify batch the engine may use.
     prior_slope: assumed extra cost per extra batch token, relative to one token.
@@ -239,4 +247,5 @@ class CostAwarePolicy:
         self._acceptance_list = [float(v) for v in np.broadcast_to(np.asarray(values, dtype=float), (N_SOURCES,))]
 
 
-__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "N_SOURCES", "NGramPredictor", "copy_source", "copy_sources"]
+__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "N_SOURCES", "NGramPredictor", "copy_confirmed", "copy_source",
+           "copy_sources"]

@@ -104,7 +104,7 @@ def best_schedule(draftable: Sequence[float], cost: Sequence[float], allowed: Se
             c = cost_at(i, b) + best[i + k + 1]
             if c < best[i]:
                 best[i], passes[i] = c, passes[i + k + 1] + 1
-    plain = None if not by_position else sum(cost_at(i, 1) for i in range(n - 1))
+    plain = sum(cost_at(i, 1) for i in range(n - 1)) if by_position else None
     return Limit(n - 1, best[0], passes[0], plain)
 
 
@@ -127,8 +127,9 @@ def priced_by_context(prompt_length: int, seconds: Callable[[int, int], float]) 
 
 def combine(limits: Sequence[Limit]) -> Limit:
     """The limit of several generations run one after another."""
-    plain = None if any(x.plain_cost is None for x in limits) else sum(x.plain_cost or 0.0 for x in limits)
-    if plain is None and any(x.plain_cost is not None for x in limits):
+    priced = [x.plain_cost for x in limits if x.plain_cost is not None]
+    if priced and len(priced) < len(limits):
         raise ValueError("cannot combine limits priced per position with limits priced per pass")
+    plain = sum(priced) if len(priced) == len(limits) else None
     return Limit(sum(x.tokens for x in limits), sum(x.cost for x in limits), sum(x.passes for x in limits),
                  plain)

@@ -25,7 +25,7 @@ import llama_cpp
 from ngramspec import NGramPredictor, SuffixMatcher
 from ngramspec.costcurve import ContextCost
 from ngramspec.engine import prompt_tokens_for
-from ngramspec.policy import CostAwarePolicy, copy_confirmed, copy_sources
+from ngramspec.policy import CostAwarePolicy, copy_confirmed, copy_sources, ngram_sources
 from ngramspec.suite import oracle, sources
 from ngramspec.suite.runner import _model_path
 
@@ -50,8 +50,8 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: lis
     n = len(output)
     while t < n - 1:
         k = min(max_draft, n - 2 - t)
-        draft, orders = predictor.predict_with_orders(k)
-        candidates = [orders.tolist()]
+        draft, _, counts, totals = predictor.predict_detailed(k)
+        candidates = [ngram_sources(counts, totals)]
         copied, match = matcher.predict(k)
         candidates.append(copy_sources(match, continuing, len(copied)))
         which, m = policy.choose_among(candidates, allowed_arr)

@@ -121,6 +121,22 @@ It stops at the first step where no order has a continuation.
             },
             py::arg("n"),
             "Like predict(n), plus the order (n-gram length) that produced each draft token.")
+        .def(
+            "predict_detailed",
+            [](const Predictor& self, py::handle n) {
+                const std::size_t count = checked_predict_count(n);
+                std::vector<std::int32_t> draft, orders, counts, totals;
+                {
+                    py::gil_scoped_release release;
+                    std::lock_guard<std::mutex> lock(self.mutex);
+                    self.core.predict(count, draft, &orders, &counts, &totals);
+                }
+                return py::make_tuple(to_numpy(draft), to_numpy(orders), to_numpy(counts), to_numpy(totals));
+            },
+            py::arg("n"),
+            "Like predict_with_orders(n), plus for each draft token how often it followed its context in the "
+            "window (counts) and how often that context occurred with any continuation (totals). "
+            "counts / totals is the guess's share of its context.")
         .def("reset",
              [](Predictor& self) {
                  std::lock_guard<std::mutex> lock(self.mutex);

@@ -61,9 +61,12 @@ void NGramPredictor::update_batch(const std::int32_t* tokens, std::size_t count)
 }
 
 std::size_t NGramPredictor::predict(std::size_t max_tokens, std::vector<std::int32_t>& out,
-                                    std::vector<std::int32_t>* orders) const {
+                                    std::vector<std::int32_t>* orders, std::vector<std::int32_t>* counts,
+                                    std::vector<std::int32_t>* totals) const {
     out.clear();
     if (orders != nullptr) orders->clear();
+    if (counts != nullptr) counts->clear();
+    if (totals != nullptr) totals->clear();
     if (max_tokens == 0 || total_ == 0) return 0;
     // The tentative context: the tail of the history, then our own guesses.
     std::vector<std::int32_t> context;
@@ -71,18 +74,22 @@ std::size_t NGramPredictor::predict(std::size_t max_tokens, std::vector<std::int
     context.reserve(static_cast<std::size_t>(have) + max_tokens);
     for (std::int64_t pos = total_ - have; pos < total_; ++pos) context.push_back(at(pos));
     while (out.size() < max_tokens) {
-        std::int32_t next = 0;
+        std::int32_t next = 0, count = 0, total = 0;
         int matched = 0;
         for (int order = max_order_; order >= min_order_ && matched == 0; --order) {
             const auto length = static_cast<std::size_t>(order - 1);
             if (context.size() < length) continue;
             const std::uint64_t key = fnv1a_tokens(context.data() + context.size() - length, length);
-            if (tables_[static_cast<std::size_t>(order - min_order_)].best(key, &next)) matched = order;
+            if (tables_[static_cast<std::size_t>(order - min_order_)].best(key, &next, &count, &total)) {
+                matched = order;
+            }
         }
         if (matched == 0) break;
         context.push_back(next);
         out.push_back(next);
         if (orders != nullptr) orders->push_back(matched);
+        if (counts != nullptr) counts->push_back(count);
+        if (totals != nullptr) totals->push_back(total);
     }
     return out.size();
 }

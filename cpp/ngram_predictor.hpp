@@ -38,8 +38,13 @@ public:
     // most recently. Drafting stops at the first step where no order matches.
     // orders: when given, receives the order that produced each draft token, the
     //   engine's signal of how far to trust it.
+    // counts, totals: when given, receive for each draft token how often it
+    //   followed its context in the window, and how often that context occurred
+    //   (with any continuation): a context always followed by the same token is
+    //   a far safer guess than one followed by many.
     std::size_t predict(std::size_t max_tokens, std::vector<std::int32_t>& out,
-                        std::vector<std::int32_t>* orders = nullptr) const;
+                        std::vector<std::int32_t>* orders = nullptr, std::vector<std::int32_t>* counts = nullptr,
+                        std::vector<std::int32_t>* totals = nullptr) const;
 
     void reset();
 

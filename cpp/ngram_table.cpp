@@ -122,18 +122,22 @@ void NGramTable::erase_slot(std::size_t index) {
     slots_[hole].head = kNone;
 }
 
-bool NGramTable::best(std::uint64_t key, std::int32_t* next) const {
+bool NGramTable::best(std::uint64_t key, std::int32_t* next, std::int32_t* count, std::int32_t* total) const {
     const std::size_t i = find_slot(key);
     if (i == slots_.size()) return false;
     const Node* best_node = nullptr;
+    std::int32_t sum = 0;
     for (std::int32_t n = slots_[i].head; n != kNone; n = nodes_[static_cast<std::size_t>(n)].next) {
         const Node& node = nodes_[static_cast<std::size_t>(n)];
+        sum += node.count;
         if (best_node == nullptr || node.count > best_node->count ||
             (node.count == best_node->count && node.last_pos > best_node->last_pos)) {
             best_node = &node;
         }
     }
     *next = best_node->token;
+    if (count != nullptr) *count = best_node->count;
+    if (total != nullptr) *total = sum;
     return true;
 }
 

@@ -26,7 +26,11 @@ public:
 
     // The most frequent continuation of `key`; ties go to the continuation seen
     // most recently. Returns false when the key has no continuation.
-    bool best(std::uint64_t key, std::int32_t* next) const;
+    // count: when given, receives how often that continuation followed the key.
+    // total: when given, receives how often the key was followed by anything; the
+    //   share count/total is the draft's confidence signal.
+    bool best(std::uint64_t key, std::int32_t* next, std::int32_t* count = nullptr,
+              std::int32_t* total = nullptr) const;
 
     void clear();
     std::size_t num_contexts() const { return num_keys_; }

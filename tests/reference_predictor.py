@@ -53,10 +53,18 @@ class ReferencePredictor:
         return self.predict_with_orders(n)[0]
 
     def predict_with_orders(self, n: int) -> tuple[list[int], list[int]]:
+        out, orders, _, _ = self.predict_detailed(n)
+        return out, orders
+
+    def predict_detailed(self, n: int) -> tuple[list[int], list[int], list[int], list[int]]:
+        """(draft, orders, counts, totals): counts[i] is how often draft[i] followed
+        its context, totals[i] how often that context was followed by anything."""
         tables = self.tables()
         context = self.history[-(self.max_order - 1):] if self.history else []
         out: list[int] = []
         orders: list[int] = []
+        counts: list[int] = []
+        totals: list[int] = []
         while len(out) < n:
             choice = None
             for order in range(self.max_order, self.min_order - 1, -1):
@@ -67,12 +75,14 @@ class ReferencePredictor:
                     # most frequent, then most recent
                     choice = max(conts.items(), key=lambda kv: (kv[1][0], kv[1][1]))[0]
                     orders.append(order)
+                    counts.append(conts[choice][0])
+                    totals.append(sum(c for c, _ in conts.values()))
                     break
             if choice is None:
                 break
             context.append(choice)
             out.append(choice)
-        return out, orders
+        return out, orders, counts, totals
 
     def table_sizes(self) -> dict[int, int]:
         return {order: len(t) for order, t in self.tables().items()}

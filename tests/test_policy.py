@@ -124,3 +124,25 @@ def test_copy_sources_grow_with_the_match_and_split_on_continuing():
     assert fresh == sorted(fresh) and fresh[0] == COPY_SOURCE_BASE and fresh[1] == fresh[0]
     cont = [copy_source(n, continuing=True) for n in (2, 1000)]
     assert set(cont).isdisjoint(fresh) and max(cont) == N_SOURCES - 1
+
+
+def test_ngram_sources_bucket_the_share_of_the_context():
+    from ngramspec.policy import COPY_SOURCE_BASE, N_NGRAM_SOURCES, ngram_source, ngram_sources
+    # seen once | under a half | under 0.8 | under 1 | always this token
+    assert [ngram_source(c, t) for c, t in [(1, 1), (1, 3), (2, 5), (1, 2), (3, 4), (4, 5), (9, 10), (2, 2),
+                                            (40, 40)]] == [0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert N_NGRAM_SOURCES == 5 and COPY_SOURCE_BASE == N_NGRAM_SOURCES
+    assert ngram_sources(np.array([1, 3, 7]), np.array([1, 3, 9])) == [0, 4, 2]
+
+
+def test_a_context_always_followed_by_one_token_is_trusted_apart_from_an_ambiguous_one():
+    # The JSON-extraction case: the same n-gram order both closes a row (always the
+    # same indentation follows) and opens a field value (anything follows).
+    from ngramspec.policy import ngram_source
+    p = CostAwarePolicy(9, alpha=0.2)
+    sure, unsure = ngram_source(12, 12), ngram_source(1, 12)
+    for _ in range(30):
+        p.observe(2, 0.0, [sure], accepted=1)
+        p.observe(2, 0.0, [unsure], accepted=0)
+    assert p.choose(np.array([sure] * 4), ALL) == 4
+    assert p.choose(np.array([unsure] * 4), ALL) == 0

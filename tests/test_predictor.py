@@ -25,6 +25,9 @@ def test_akunu_worked_example_chains_the_draft():
     p.update_batch(ids)
     assert [names[int(t)] for t in p.predict(4)] == ["on", "the", "mat", "."]
     assert p.predict_with_orders(4)[1].tolist() == [4, 4, 4, 4]
+    # "the cat sat" -> "on" twice out of three; then "cat sat on" -> "the" every time.
+    _, _, counts, totals = p.predict_detailed(4)
+    assert counts.tolist() == [2, 2, 2, 2] and totals.tolist() == [3, 2, 2, 2]
     assert p.predict(4).dtype == np.int32
 
 
@@ -162,6 +165,7 @@ def test_matches_reference(orders, window, tokens, chunks, n):
     draft, used = ours.predict_with_orders(n)
     ref_draft, ref_used = ref.predict_with_orders(n)
     assert (draft.tolist(), used.tolist()) == (ref_draft, ref_used)
+    assert [a.tolist() for a in ours.predict_detailed(n)] == list(ref.predict_detailed(n))
 
 
 def test_memory_is_bounded_after_a_million_updates():

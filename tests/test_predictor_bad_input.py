@@ -72,11 +72,12 @@ def test_update_batch_rejects(bad, exc, match):
     [(-1, ValueError, ">= 0"), (1.5, TypeError, "must be an int"), (None, TypeError, "must be an int"),
      (2**17, ValueError, "at most 65536")],
 )
-def test_predict_rejects(bad, exc, match):
+@pytest.mark.parametrize("method", ["predict", "predict_with_orders", "predict_detailed"])
+def test_predict_rejects(bad, exc, match, method):
     p = primed()
     before = snapshot(p)
     with pytest.raises(exc, match=match):
-        p.predict(bad)
+        getattr(p, method)(bad)
     assert snapshot(p) == before
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from . import _llama
 from ._core import NGramPredictor, SuffixMatcher
 from .invariance import InvarianceReport, check_batch_invariance
-from .policy import CostAwarePolicy, copy_confirmed, copy_sources
+from .policy import CostAwarePolicy, copy_confirmed, copy_sources, ngram_sources
 from .sampling import SamplingParams, position_uniform, sample, target_distribution
 from .stats import GenerationStats
 
@@ -370,8 +370,8 @@ class _Run:
                 which = 0
                 if k > 0 and engine._rollback_ok:
                     t0 = time.perf_counter()
-                    draft, orders = predictor.predict_with_orders(k)
-                    sources, source = orders.tolist(), "ngram"
+                    draft, _, counts, totals = predictor.predict_detailed(k)
+                    sources, source = ngram_sources(counts, totals), "ngram"
                     candidates = [sources]
                     offered.append((draft, sources))
                     if matcher is not None:

@@ -3,9 +3,9 @@
 A verify batch of B tokens costs more than one token (on the reference CPU,
 B=5 costs ~2.6x B=1), so a draft is only worth verifying when enough of it is
 likely to be accepted. The policy keeps:
-  * acceptance: for each n-gram order, an exponential moving average of how
-    often a draft token of that order was accepted, given that the tokens
-    before it were;
+  * acceptance: for each draft source (below), an exponential moving average
+    of how often a draft token from that source was accepted, given that the
+    tokens before it were;
   * cost: r(B) = time(B) / time(1) = 1 + scale * extra(B). The shape extra(B)
     starts linear (prior_slope per extra token) and, once ``calibrate`` is given
     a measured curve (the invariance check times every batch size it decodes),
@@ -21,10 +21,16 @@ predictable without paying for it: drafts it refused are scored in hindsight
 refusals) is off by default: replaying the suite's outputs (bench/replay.py) it
 cost up to 1% on unpredictable text and gained nothing anywhere.
 
-Draft tokens carry a *source*: the n-gram order that produced them (2..8), or,
-for copy drafts from the SuffixMatcher, a bucket of the match length they
-follow (``copy_source``). Acceptance is learned per source, and when several
-drafts are offered the one with the best expected gain per unit time wins.
+Draft tokens carry a *source*. For an n-gram draft it is the guess's share of
+its context in the tables (``ngram_source``): a context seen once, or always
+followed by the same token, is a far safer guess than one followed by many
+different tokens, and the share tells them apart where the n-gram order does
+not (in JSON extraction the order-4 context `", "` is followed by every field
+value; the one closing a row is always followed by the same indentation).
+For a copy draft from the SuffixMatcher it is a bucket of the match length
+the copy follows (``copy_source``). Acceptance is learned per source, and when
+several drafts are offered the one with the best expected gain per unit time
+wins.
 """
 from __future__ import annotations
 
@@ -35,19 +41,42 @@ import numpy as np
 
 from ._core import NGramPredictor
 
-_MAX_ORDER = 8
+# n-gram sources, by the guess's share of its context: seen once; under a half;
+# under 0.8; under 1; always this token (and seen at least twice). Replaying the
+# three suite runs (bench/replay.py), these five buckets beat keying on the
+# n-gram order: geomean 1.168->1.165 (SmolLM2), 1.071->1.102 (Qwen 0.5B),
+# 1.074->1.117 (1.5B); JSON extraction on Qwen 0.5B 1.01x->1.16x. Adding the order
+# to the key (35 sources) learned more slowly and gained less on Qwen.
+N_NGRAM_SOURCES = 5
 # Copy-draft sources: match lengths 2-3, 4-7, 8-15, 16-31, 32+ (powers of two,
 # because acceptance climbs with the log of the match length), each twice: for a
 # fresh copy, and for one that continues a copy whose whole draft was just
 # accepted. A copy resumed after an edit has a short backward match, yet once
 # its first tokens are accepted it is usually right for a long way (measured on
 # the code-editing workload: the ramp from 1-token drafts was the main loss).
-COPY_SOURCE_BASE = _MAX_ORDER + 1
+COPY_SOURCE_BASE = N_NGRAM_SOURCES
 _COPY_BUCKETS = 5
 N_SOURCES = COPY_SOURCE_BASE + 2 * _COPY_BUCKETS
 # Priors for the copy buckets, before any outcome is seen: a long match is
 # usually a real copy (code edits, quoting), a 2-token one often is not.
 _COPY_PRIORS = (0.35, 0.5, 0.65, 0.75, 0.85) + (0.6, 0.7, 0.8, 0.85, 0.9)
+
+
+def ngram_source(count: int, total: int) -> int:
+    """The source of an n-gram draft token that followed its context ``count``
+    times out of the context's ``total`` occurrences (NGramPredictor.predict_detailed)."""
+    if total <= 1:
+        return 0
+    if 2 * count < total:
+        return 1
+    if 5 * count < 4 * total:
+        return 2
+    return 3 if count < total else 4
+
+
+def ngram_sources(counts: Any, totals: Any) -> list[int]:
+    """ngram_source for each token of a draft."""
+    return [ngram_source(c, t) for c, t in zip(counts.tolist(), totals.tolist())]
 
 
 def copy_source(match_length: int, continuing: bool = False) -> int:
@@ -77,7 +106,7 @@ def copy_confirmed(copied: Any, emitted: list[int]) -> bool:
 class CostAwarePolicy:
     """max_batch: largest verify batch the engine may use.
     prior_slope: assumed extra cost per extra batch token, relative to one token.
-    prior_accept: initial acceptance estimate for every order.
+    prior_accept: initial acceptance estimate for every n-gram source.
     alpha: weight of the newest observation in the moving averages.
     probe_every: after this many refusals to draft, verify one token anyway
         (0: never; hindsight scoring already learns from refused drafts).
@@ -138,10 +167,10 @@ class CostAwarePolicy:
         top = len(self._extra) - 1
         return self.scale * self._extra[top] / top if top > 1 else 0.0
 
-    def choose(self, orders: np.ndarray, allowed: np.ndarray) -> int:
+    def choose(self, sources: np.ndarray, allowed: np.ndarray) -> int:
         """Number of draft tokens to verify, given each offered token's source
-        (its n-gram order) and allowed[b] (may a batch of b tokens be used)."""
-        return self.choose_among([orders.tolist()], allowed)[1]
+        (``ngram_source``/``copy_source``) and allowed[b] (may a batch of b tokens be used)."""
+        return self.choose_among([sources.tolist()], allowed)[1]
 
     def _best(self, sources: list[int], allowed: np.ndarray) -> tuple[int, float]:
         # Plain Python floats: for at most a few dozen tokens this is several
@@ -179,7 +208,7 @@ class CostAwarePolicy:
             self._refusals = 0
         return best_i, best_k
 
-    def observe(self, batch: int, seconds: float, orders: np.ndarray | list[int], accepted: int) -> None:
+    def observe(self, batch: int, seconds: float, sources: np.ndarray | list[int], accepted: int) -> None:
         """One verify pass: its batch size and time, the sources of the draft
         tokens it verified, and how many of them were accepted."""
         a = self.alpha
@@ -196,8 +225,8 @@ class CostAwarePolicy:
             self.scale += w * (min(max(ratio, 0.1), 3.0) - self.scale)
             self._refresh_costs()
         acceptance = self._acceptance_list
-        sources = orders if isinstance(orders, list) else orders.tolist()
-        for i, o in enumerate(sources[: batch - 1]):
+        verified = sources if isinstance(sources, list) else sources.tolist()
+        for i, o in enumerate(verified[: batch - 1]):
             hit = i < accepted
             acceptance[o] += a * ((1.0 if hit else 0.0) - acceptance[o])
             if not hit:
@@ -238,8 +267,8 @@ class CostAwarePolicy:
 
     @property
     def acceptance(self) -> np.ndarray:
-        """Acceptance estimate per source (index = n-gram order, then the copy
-        buckets from COPY_SOURCE_BASE); a copy."""
+        """Acceptance estimate per source (the n-gram share buckets, then the
+        copy buckets from COPY_SOURCE_BASE); a copy."""
         return np.array(self._acceptance_list)
 
     @acceptance.setter
@@ -247,5 +276,5 @@ class CostAwarePolicy:
         self._acceptance_list = [float(v) for v in np.broadcast_to(np.asarray(values, dtype=float), (N_SOURCES,))]
 
 
-__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "N_SOURCES", "NGramPredictor", "copy_confirmed", "copy_source",
-           "copy_sources"]
+__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "N_NGRAM_SOURCES", "N_SOURCES", "NGramPredictor", "copy_confirmed",
+           "copy_source", "copy_sources", "ngram_source", "ngram_sources"]

@@ -21,8 +21,8 @@ class GenerationStats:
     passes_by_source: dict[str, int] = field(default_factory=dict)
     accepted_by_source: dict[str, int] = field(default_factory=dict)
     # With SpeculativeEngine(trace=True): one (source, first token's source index
-    # (n-gram order or copy bucket), draft tokens verified, accepted, decode seconds)
-    # per pass.
+    # (policy.ngram_source: its share bucket, or policy.copy_source: its match-length
+    # bucket), draft tokens verified, accepted, decode seconds) per pass.
     trace: list[tuple[str, int, int, int, float]] = field(default_factory=list)
     stopped_inside_draft: bool = False  # the last token came from an accepted draft, not the bonus
     time_prefill_s: float = 0.0

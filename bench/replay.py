@@ -93,6 +93,9 @@ def main() -> int:
     ap.add_argument("report")
     ap.add_argument("--max-draft", type=int, default=8)
     ap.add_argument("--context-cost", help="JSON from bench/context_cost.py")
+    ap.add_argument("--keep-acceptance", action="store_true",
+                    help="one policy for all outputs, in the report's order, carrying its acceptance estimates "
+                         "from one generation to the next (the default starts each from the priors, as the engine does)")
     ap.add_argument("--siblings", action="store_true",
                     help="also price an upper bound for verifying both drafters' candidates in one batch")
     opts = ap.parse_args()
@@ -107,10 +110,17 @@ def main() -> int:
         priced = ContextCost(raw["contexts"], raw["seconds"])
     by_workload: dict[str, list[tuple[float, ...]]] = {}
 
+    carried: list[CostAwarePolicy] = []
+
     def fresh_policy() -> CostAwarePolicy:
+        if carried:
+            carried[0].new_generation()
+            return carried[0]
         # Fixed costs, so a replay's decisions do not depend on this machine's timing.
-        policy = CostAwarePolicy(opts.max_draft + 1, learn_cost=False)
+        policy = CostAwarePolicy(opts.max_draft + 1, learn_cost=False, keep_acceptance=opts.keep_acceptance)
         policy.calibrate({b + 1: c for b, c in enumerate(cost)})
+        if opts.keep_acceptance:
+            carried.append(policy)
         return policy
 
     for r in data["runs"]:

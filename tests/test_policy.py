@@ -146,3 +146,26 @@ def test_a_context_always_followed_by_one_token_is_trusted_apart_from_an_ambiguo
         p.observe(2, 0.0, [unsure], accepted=0)
     assert p.choose(np.array([sure] * 4), ALL) == 4
     assert p.choose(np.array([unsure] * 4), ALL) == 0
+
+
+def test_each_generation_starts_from_the_priors_unless_told_to_keep():
+    for keep in (False, True):
+        p = CostAwarePolicy(9, keep_acceptance=keep)
+        prior = p.acceptance
+        for _ in range(20):
+            p.observe(2, 0.0, [4], accepted=1)
+        p.defer(0, [1, 2], [4, 4])
+        learned = p.acceptance
+        assert learned[4] > prior[4] + 0.5
+        p.new_generation()
+        assert p.acceptance.tolist() == (learned if keep else prior).tolist()
+        p.settle([1, 2])  # the deferred draft was dropped: nothing to score
+        assert p.acceptance.tolist() == (learned if keep else prior).tolist()
+
+
+def test_set_acceptance_becomes_the_prior():
+    p = CostAwarePolicy(9)
+    p.acceptance = 0.9
+    p.observe(2, 0.0, [4], accepted=0)
+    p.new_generation()
+    assert set(p.acceptance.tolist()) == {0.9}

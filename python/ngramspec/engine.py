@@ -311,7 +311,7 @@ class _Run:
             matcher.reset()
             matcher.update_batch(self.prompt_tokens)
         if policy is not None:
-            policy.forget_pending()
+            policy.new_generation()
         stats.time_predictor_s += time.perf_counter() - t0
 
         emitted: list[int] = []

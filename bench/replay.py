@@ -30,22 +30,50 @@ from ngramspec.suite import oracle, sources
 from ngramspec.suite.runner import _model_path
 
 
+def sibling_lengths(policy: CostAwarePolicy, candidates: list[list[int]], allowed: list[bool],
+                    chosen: list[int]) -> list[int]:
+    """How many tokens of each of two candidates to verify side by side (sibling
+    sequences after the shared token just emitted), by the policy's own expected
+    gain per unit cost. Their first tokens differ, so at most one can be right and
+    the expected tokens add: 1 + E0(k0) + E1(k1) for a batch of 1 + k0 + k1."""
+    expected, acceptance = [], policy.acceptance
+    for sources in candidates:
+        reach, e = 1.0, [0.0]
+        for source in sources:
+            reach *= acceptance[source]
+            e.append(e[-1] + reach)
+        expected.append(e)
+    top = min(len(allowed) - 1, policy.max_batch)
+    best, lengths = (1 + expected[0][chosen[0]] + expected[1][chosen[1]]) / policy.relative_cost(
+        1 + sum(chosen)), chosen
+    for k0 in range(len(expected[0])):
+        for k1 in range(len(expected[1])):
+            b = 1 + k0 + k1
+            if b <= top and allowed[b] and (1 + expected[0][k0] + expected[1][k1]) / policy.relative_cost(b) > best:
+                best, lengths = (1 + expected[0][k0] + expected[1][k1]) / policy.relative_cost(b), [k0, k1]
+    return lengths
+
+
 def replay(prompt: list[int], output: list[int], cost: list[float], allowed: list[bool], max_draft: int,
            policy: CostAwarePolicy, priced: ContextCost | None = None,
-           siblings: bool = False) -> tuple[float, int, float]:
+           siblings: str = "") -> tuple[float, int, float, int]:
     """(total verify cost in single-token passes, passes, the same passes priced in
-    seconds at their context by ``priced``, or nan) for output[1:].
+    seconds at their context by ``priced``, or nan, passes that verified two
+    candidates) for output[1:].
 
-    siblings: an upper bound for verifying the other drafter's candidate beside the
-    chosen one (llama.cpp sibling sequences sharing the prefix): whenever the other
-    candidate would have been accepted further, its right tokens, and only those,
-    ride in the same batch and the longer acceptance wins. No real scheme knows in
-    advance which tokens are right, so none can do better than this."""
+    siblings="bound": an upper bound for verifying the other drafter's candidate
+    beside the chosen one (llama.cpp sibling sequences sharing the prefix): whenever
+    the other candidate would have been accepted further, its right tokens, and only
+    those, ride in the same batch and the longer acceptance wins. No real scheme
+    knows in advance which tokens are right, so none can do better than this.
+    siblings="priced": a real scheme: when the two candidates' first tokens differ,
+    ``sibling_lengths`` decides how much of each to verify, every verified token is
+    paid for, and the one accepted further wins."""
     predictor, matcher = NGramPredictor(), SuffixMatcher()
     predictor.update_batch(prompt + output[:1])
     matcher.update_batch(prompt + output[:1])
     allowed_arr = [False] + allowed
-    t, total, passes, continuing = 0, 0.0, 0, False    # output[: t + 1] is emitted
+    t, total, passes, continuing, paired = 0, 0.0, 0, False, 0    # output[: t + 1] is emitted
     seconds = 0.0 if priced else float("nan")
     n = len(output)
     while t < n - 1:
@@ -55,37 +83,44 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: lis
         copied, match = matcher.predict(k)
         candidates.append(copy_sources(match, continuing, len(copied)))
         which, m = policy.choose_among(candidates, allowed_arr)
-        tokens = (draft if which == 0 else copied)[:m]
-        sources_ = candidates[which][:m]
-        accepted = 0
-        while accepted < m and tokens[accepted] == output[t + 1 + accepted]:
-            accepted += 1
-        policy.observe(m + 1, cost[m], sources_, accepted)   # what the chosen draft taught
-        batch = m + 1
-        if siblings:
-            other = (copied if which == 0 else draft)
-            right = 0
-            while right < len(other) and other[right] == output[t + 1 + right]:
-                right += 1
-            if right > accepted and m + 1 + right <= len(cost) and allowed[m + right]:
-                batch, accepted = m + 1 + right, right
+        full = [draft.tolist(), copied.tolist()]
+
+        def right(i: int, limit: int) -> int:   # how many of candidate i's first `limit` tokens are right
+            j = 0
+            while j < min(limit, len(full[i])) and full[i][j] == output[t + 1 + j]:
+                j += 1
+            return j
+
+        verified = [m if which == 0 else 0, m if which == 1 else 0]
+        if siblings == "priced" and full[0] and full[1] and full[0][0] != full[1][0]:
+            verified = sibling_lengths(policy, candidates, allowed_arr, verified)
+        for i in (0, 1):   # what each verified draft taught
+            if verified[i]:
+                policy.observe(verified[i] + 1, cost[verified[i]], candidates[i][: verified[i]], right(i, verified[i]))
+        accepted = max(right(0, verified[0]), right(1, verified[1]))
+        batch = 1 + sum(verified)
+        paired += all(verified)
+        if siblings == "bound":
+            m = verified[which]
+            other = right(1 - which, len(full[1 - which]))
+            if other > accepted and m + 1 + other <= len(cost) and allowed[m + other]:
+                batch, accepted = m + 1 + other, other
         total += cost[batch - 1]
         if priced:
             seconds += priced.time(batch, len(prompt) + t)
         passes += 1
-        full = [draft.tolist(), copied.tolist()]
-        for ci, cand in enumerate(candidates):       # as the engine does: score the rest in hindsight
-            if ci != which:
-                policy.defer(t + 1, full[ci], cand)
-            elif accepted == m:
-                policy.defer(t + 1 + m, full[ci][m:], cand[m:])
+        for i, cand in enumerate(candidates):       # as the engine does: score the rest in hindsight
+            if not verified[i]:
+                policy.defer(t + 1, full[i], cand)
+            elif right(i, verified[i]) == verified[i]:
+                policy.defer(t + 1 + verified[i], full[i][verified[i]:], cand[verified[i]:])
         policy.settle(output[: t + 2 + accepted])
         emitted = output[t + 1: t + 2 + accepted]
         continuing = copy_confirmed(copied, emitted)
         predictor.update_batch(emitted)
         matcher.update_batch(emitted)
         t += 1 + accepted
-    return total, passes, seconds
+    return total, passes, seconds, paired
 
 
 def main() -> int:
@@ -130,14 +165,15 @@ def main() -> int:
         output = llm.tokenize(r["text"].encode(), add_bos=False, special=True)
         if len(output) < 2:
             continue
-        spent, _, seconds = replay(prompt, output, cost, allowed, opts.max_draft, fresh_policy(), priced)
+        spent, _, seconds, _ = replay(prompt, output, cost, allowed, opts.max_draft, fresh_policy(), priced)
         if opts.siblings:
-            spent_sib, _, _ = replay(prompt, output, cost, allowed, opts.max_draft, fresh_policy(), None,
-                                     siblings=True)
+            bound, _, _, _ = replay(prompt, output, cost, allowed, opts.max_draft, fresh_policy(), siblings="bound")
+            paid, _, _, paired = replay(prompt, output, cost, allowed, opts.max_draft, fresh_policy(),
+                                        siblings="priced")
         limit = oracle.model_free_limit(prompt, output, cost, allowed)
         row = [spent, limit.cost, len(output) - 1]
         if opts.siblings:
-            row.append(spent_sib)
+            row += [bound, paid, paired]
         if priced:
             at = oracle.priced_by_context(len(prompt), priced.time)
             limit_ctx = oracle.model_free_limit(prompt, output, cost, allowed, cost_at=at)
@@ -145,7 +181,7 @@ def main() -> int:
         by_workload.setdefault(r["workload"], []).append(tuple(row))
     head = "| workload | replayed speed-up | limit | % of limit |"
     if opts.siblings:
-        head += " with siblings (upper bound) |"
+        head += " with siblings: upper bound | priced | passes with two candidates |"
     if priced:
         head += " priced by context: replayed | limit | % of limit |"
     print(head + f"  ({data['model']}, max_draft {opts.max_draft})")
@@ -156,7 +192,9 @@ def main() -> int:
         line = f"| {name} | {tokens / spent:.2f}x | {tokens / lim:.2f}x | {lim / spent:.0%} |"
         rest = sums[3:]
         if opts.siblings:
-            line += f" {tokens / rest.pop(0):.2f}x |"
+            bound, paid, paired = rest[:3]
+            rest = rest[3:]
+            line += f" {tokens / bound:.2f}x | {tokens / paid:.2f}x | {paired:.0f} |"
         if priced:
             seconds, lim_s, plain_s = rest
             line += f" {plain_s / seconds:.2f}x | {plain_s / lim_s:.2f}x | {lim_s / seconds:.0%} |"

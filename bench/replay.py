@@ -127,6 +127,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report")
     ap.add_argument("--max-draft", type=int, default=8)
+    ap.add_argument("--all-sizes", action="store_true",
+                    help="fast mode (exact=False): every measured batch size is allowed, for the replay and the "
+                         "limit alike, and the policy prices the measured curve's shape")
     ap.add_argument("--context-cost", help="JSON from bench/context_cost.py")
     ap.add_argument("--keep-acceptance", action="store_true",
                     help="one policy for all outputs, in the report's order, carrying its acceptance estimates "
@@ -138,7 +141,7 @@ def main() -> int:
     llm = llama_cpp.Llama(_model_path(data["model"]), vocab_only=True, verbose=False)
     items = {(w.name, i.label): i for w in sources.build(llm, data["quick"]) for i in w.items}
     cost = data["verify_cost"]
-    allowed = [b in data["invariant_sizes"] for b in range(1, len(cost) + 1)]
+    allowed = [opts.all_sizes or b in data["invariant_sizes"] for b in range(1, len(cost) + 1)]
     priced = None
     if opts.context_cost:
         raw = json.loads(Path(opts.context_cost).read_text())
@@ -153,7 +156,7 @@ def main() -> int:
             return carried[0]
         # Fixed costs, so a replay's decisions do not depend on this machine's timing.
         policy = CostAwarePolicy(opts.max_draft + 1, learn_cost=False, keep_acceptance=opts.keep_acceptance)
-        policy.calibrate({b + 1: c for b, c in enumerate(cost)})
+        policy.calibrate({b + 1: c for b, c in enumerate(cost)}, shape=opts.all_sizes)
         if opts.keep_acceptance:
             carried.append(policy)
         return policy
@@ -184,7 +187,8 @@ def main() -> int:
         head += " with siblings: upper bound | priced | passes with two candidates |"
     if priced:
         head += " priced by context: replayed | limit | % of limit |"
-    print(head + f"  ({data['model']}, max_draft {opts.max_draft})")
+    sizes = "every size" if opts.all_sizes else "exact sizes"
+    print(head + f"  ({data['model']}, max_draft {opts.max_draft}, {sizes})")
     print("|---" * (head.count("|") - 1) + "|")
     for name, rows in by_workload.items():
         sums = [sum(x[i] for x in rows) for i in range(len(rows[0]))]

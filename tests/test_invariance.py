@@ -64,7 +64,7 @@ def test_inexact_mode_ignores_the_report(llm):
 def test_engine_measures_invariance_itself_when_not_given_a_report(smollm2_path):
     model = llama_cpp.Llama(smollm2_path, n_ctx=256, seed=0, verbose=False)
     try:
-        eng = SpeculativeEngine(model, max_draft=4)
+        eng = SpeculativeEngine(model, max_draft=4, invariance_cache=False)
         gen = eng.generate(PROMPTS["repetitive"], max_tokens=24)
         assert eng.invariance is not None and sorted(eng.invariance.results) == [1, 2, 3, 4, 5]
         assert gen.tokens == plain_tokens(model, PROMPTS["repetitive"], 24)

@@ -23,6 +23,7 @@ import numpy as np
 from . import _llama
 from ._core import NGramPredictor, SuffixMatcher
 from .invariance import InvarianceReport, check_batch_invariance
+from .invariance_cache import load_or_check
 from .policy import CostAwarePolicy, copy_confirmed, copy_sources, ngram_sources
 from .sampling import SamplingParams, position_uniform, sample, target_distribution
 from .stats import GenerationStats
@@ -87,6 +88,9 @@ class SpeculativeEngine:
         users who accept floating-point drift in exchange for speed.
     invariance: a report from ``check_batch_invariance`` to use instead of
         measuring one on the first generation (which clears the KV cache once).
+    invariance_cache: keep the measured report on disk per model file, llama.cpp
+        build and context settings (``invariance_cache``), so the next engine on
+        the same setup neither measures nor clears the cache; False always measures.
     adaptive: choose each draft's length by expected tokens per unit of verify
         time (``CostAwarePolicy``); False verifies every draft token offered; a
         ``CostAwarePolicy`` instance uses that policy.
@@ -101,7 +105,8 @@ class SpeculativeEngine:
     def __init__(self, llm: Any, *, max_draft: int = DEFAULT_MAX_DRAFT, exact: bool = True,
                  invariance: InvarianceReport | None = None, adaptive: bool | CostAwarePolicy = True,
                  min_order: int = 2,
-                 max_order: int = 4, window: int = 512, copy: bool = True, trace: bool = False) -> None:
+                 max_order: int = 4, window: int = 512, copy: bool = True, trace: bool = False,
+                 invariance_cache: bool = True) -> None:
         _llama.context_of(llm)
         if isinstance(max_draft, bool) or not isinstance(max_draft, (int, np.integer)):
             raise TypeError(f"max_draft must be an int, got {type(max_draft).__name__}")
@@ -114,6 +119,7 @@ class SpeculativeEngine:
         self.predictor = NGramPredictor(min_order=min_order, max_order=max_order, window=window)
         self.matcher = SuffixMatcher() if copy else None
         self.trace = bool(trace)
+        self.invariance_cache = bool(invariance_cache)
         self.batch_limit = min(llm.n_batch, llm.context_params.n_ubatch)
         self.max_draft = int(min(max_draft, self.batch_limit - 1))
         self.invariance = invariance
@@ -153,7 +159,10 @@ class SpeculativeEngine:
                         costs = dict(enumerate(curve.relative, 1))
             else:
                 if self.invariance is None:
-                    self.invariance = check_batch_invariance(self.llm, max_batch=self.max_draft + 1)
+                    if self.invariance_cache:
+                        self.invariance = load_or_check(self.llm, self.max_draft + 1)
+                    else:
+                        self.invariance = check_batch_invariance(self.llm, max_batch=self.max_draft + 1)
                 for b in range(2, self.max_draft + 2):
                     r = self.invariance.results.get(b)
                     allowed[b] = bool(r is not None and r.invariant)

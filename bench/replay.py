@@ -43,14 +43,15 @@ def sibling_lengths(policy: CostAwarePolicy, candidates: list[list[int]], allowe
             reach *= acceptance[source]
             e.append(e[-1] + reach)
         expected.append(e)
+    def score(k0: int, k1: int) -> float:
+        return (1 + expected[0][k0] + expected[1][k1]) / policy.relative_cost(1 + k0 + k1)
+
     top = min(len(allowed) - 1, policy.max_batch)
-    best, lengths = (1 + expected[0][chosen[0]] + expected[1][chosen[1]]) / policy.relative_cost(
-        1 + sum(chosen)), chosen
+    best, lengths = score(*chosen), chosen
     for k0 in range(len(expected[0])):
         for k1 in range(len(expected[1])):
-            b = 1 + k0 + k1
-            if b <= top and allowed[b] and (1 + expected[0][k0] + expected[1][k1]) / policy.relative_cost(b) > best:
-                best, lengths = (1 + expected[0][k0] + expected[1][k1]) / policy.relative_cost(b), [k0, k1]
+            if 1 + k0 + k1 <= top and allowed[1 + k0 + k1] and score(k0, k1) > best:
+                best, lengths = score(k0, k1), [k0, k1]
     return lengths
 
 
@@ -94,10 +95,11 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: lis
         verified = [m if which == 0 else 0, m if which == 1 else 0]
         if siblings == "priced" and full[0] and full[1] and full[0][0] != full[1][0]:
             verified = sibling_lengths(policy, candidates, allowed_arr, verified)
+        hits = [right(0, verified[0]), right(1, verified[1])]
         for i in (0, 1):   # what each verified draft taught
             if verified[i]:
-                policy.observe(verified[i] + 1, cost[verified[i]], candidates[i][: verified[i]], right(i, verified[i]))
-        accepted = max(right(0, verified[0]), right(1, verified[1]))
+                policy.observe(verified[i] + 1, cost[verified[i]], candidates[i][: verified[i]], hits[i])
+        accepted = max(hits)
         batch = 1 + sum(verified)
         paired += all(verified)
         if siblings == "bound":
@@ -112,7 +114,7 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: lis
         for i, cand in enumerate(candidates):       # as the engine does: score the rest in hindsight
             if not verified[i]:
                 policy.defer(t + 1, full[i], cand)
-            elif right(i, verified[i]) == verified[i]:
+            elif hits[i] == verified[i]:
                 policy.defer(t + 1 + verified[i], full[i][verified[i]:], cand[verified[i]:])
         policy.settle(output[: t + 2 + accepted])
         emitted = output[t + 1: t + 2 + accepted]

@@ -53,6 +53,22 @@ py::dict per_order(const Predictor& self, bool entries) {
     return sizes;
 }
 
+// One locked call of the core's predict; the tuple holds the draft, then the
+// orders when asked for, then counts and totals when asked for.
+py::tuple predict(const Predictor& self, py::handle n, bool with_orders, bool with_counts) {
+    const std::size_t count = checked_predict_count(n);
+    std::vector<std::int32_t> draft, orders, counts, totals;
+    {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(self.mutex);
+        self.core.predict(count, draft, with_orders ? &orders : nullptr, with_counts ? &counts : nullptr,
+                          with_counts ? &totals : nullptr);
+    }
+    if (with_counts) return py::make_tuple(to_numpy(draft), to_numpy(orders), to_numpy(counts), to_numpy(totals));
+    if (with_orders) return py::make_tuple(to_numpy(draft), to_numpy(orders));
+    return py::make_tuple(to_numpy(draft));
+}
+
 }  // namespace
 
 void bind_predictor(py::module_& m) {
@@ -97,42 +113,20 @@ It stops at the first step where no order has a continuation.
         .def(
             "predict",
             [](const Predictor& self, py::handle n) {
-                const std::size_t count = checked_predict_count(n);
-                std::vector<std::int32_t> draft;
-                {
-                    py::gil_scoped_release release;
-                    std::lock_guard<std::mutex> lock(self.mutex);
-                    self.core.predict(count, draft);
-                }
-                return to_numpy(draft);
+                py::tuple out = predict(self, n, false, false);
+                return py::object(out[0]);
             },
             py::arg("n"), "Up to n chained draft tokens (numpy int32), possibly none.")
         .def(
             "predict_with_orders",
             [](const Predictor& self, py::handle n) {
-                const std::size_t count = checked_predict_count(n);
-                std::vector<std::int32_t> draft, orders;
-                {
-                    py::gil_scoped_release release;
-                    std::lock_guard<std::mutex> lock(self.mutex);
-                    self.core.predict(count, draft, &orders);
-                }
-                return py::make_tuple(to_numpy(draft), to_numpy(orders));
+                py::tuple out = predict(self, n, true, false);
+                return py::make_tuple(out[0], out[1]);
             },
             py::arg("n"),
             "Like predict(n), plus the order (n-gram length) that produced each draft token.")
         .def(
-            "predict_detailed",
-            [](const Predictor& self, py::handle n) {
-                const std::size_t count = checked_predict_count(n);
-                std::vector<std::int32_t> draft, orders, counts, totals;
-                {
-                    py::gil_scoped_release release;
-                    std::lock_guard<std::mutex> lock(self.mutex);
-                    self.core.predict(count, draft, &orders, &counts, &totals);
-                }
-                return py::make_tuple(to_numpy(draft), to_numpy(orders), to_numpy(counts), to_numpy(totals));
-            },
+            "predict_detailed", [](const Predictor& self, py::handle n) { return predict(self, n, true, true); },
             py::arg("n"),
             "Like predict_with_orders(n), plus for each draft token how often it followed its context in the "
             "window (counts) and how often that context occurred with any continuation (totals). "

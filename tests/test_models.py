@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import zipfile
 from pathlib import Path
 
@@ -103,3 +104,167 @@ def test_cached_model_needs_no_network(smollm2_path, monkeypatch):
     monkeypatch.setattr(models, "_download", no_network)
     assert str(models.fetch("smollm2-135m")) == smollm2_path
     assert hashlib.sha256(Path(smollm2_path).read_bytes()).hexdigest() == models.MODELS["smollm2-135m"].sha256
+
+
+# --- cache problems (issue 22, D7) and re-verification (D8) ---------------------------------------
+
+
+def test_cache_dir_that_is_a_file_is_a_clear_error(fake_model, tmp_path, monkeypatch):
+    register, whole, calls, _ = fake_model
+    register(hashlib.sha256(whole).hexdigest())
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(blocker))
+    with pytest.raises(ModelFetchError, match="is a file, not a directory"):
+        models.fetch("toy", quiet=True)
+    assert calls == []
+
+
+def test_directory_where_the_model_should_be_is_a_clear_error(fake_model):
+    register, whole, calls, folder = fake_model
+    register(hashlib.sha256(whole).hexdigest())
+    (folder / "toy.gguf").mkdir(parents=True)
+    with pytest.raises(ModelFetchError, match="not a regular file"):
+        models.fetch("toy", quiet=True)
+    assert calls == []
+
+
+def test_directory_where_the_marker_should_be_still_serves_a_valid_model(fake_model, capsys):
+    register, whole, calls, folder = fake_model
+    register(hashlib.sha256(whole).hexdigest())
+    path = models.fetch("toy", quiet=True)
+    marker = folder / "toy.gguf.verified"
+    marker.unlink()
+    marker.mkdir()
+    assert models.fetch("toy") == path          # hashed instead, no download
+    assert models.fetch("toy", quiet=True) == path
+    assert len(calls) == 2
+    assert "hashed on each use" in capsys.readouterr().err
+
+
+def _refuse_writes_under(monkeypatch, folder: Path) -> None:
+    """Make ``folder`` behave as read-only for fetch, even when the tests run as root."""
+    real_write_text, real_tmpdir = Path.write_text, models.tempfile.TemporaryDirectory
+
+    def write_text(self, *a, **k):
+        if folder in self.parents:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_write_text(self, *a, **k)
+
+    def tmpdir(*a, dir=None, **k):
+        if dir is not None and Path(dir) == folder:
+            raise PermissionError(13, "Permission denied", str(dir))
+        return real_tmpdir(*a, dir=dir, **k)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    monkeypatch.setattr(models.tempfile, "TemporaryDirectory", tmpdir)
+
+
+def test_read_only_cache_with_a_valid_model_is_used(fake_model, monkeypatch):
+    register, whole, calls, folder = fake_model
+    register(hashlib.sha256(whole).hexdigest())
+    path = models.fetch("toy", quiet=True)
+    (folder / "toy.gguf.verified").unlink()     # e.g. a model copied into a shared read-only cache
+    _refuse_writes_under(monkeypatch, folder)
+    assert models.fetch("toy", quiet=True) == path
+    assert models.fetch("toy", quiet=True, verify=True) == path
+    assert len(calls) == 2
+    assert not (folder / "toy.gguf.verified").exists()
+
+
+def test_read_only_cache_without_the_model_is_a_clear_error(fake_model, monkeypatch):
+    register, whole, calls, folder = fake_model
+    register(hashlib.sha256(whole).hexdigest())
+    folder.mkdir(parents=True)
+    _refuse_writes_under(monkeypatch, folder)
+    with pytest.raises(ModelFetchError, match="cannot write toy into the model cache .*NGRAMSPEC_CACHE_DIR"):
+        models.fetch("toy", quiet=True)
+    assert calls == []
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root ignores file permissions")
+def test_read_only_cache_for_real(fake_model):
+    register, whole, calls, folder = fake_model
+    register(hashlib.sha256(whole).hexdigest())
+    path = models.fetch("toy", quiet=True)
+    (folder / "toy.gguf.verified").unlink()
+    folder.chmod(0o555)
+    try:
+        assert models.fetch("toy", quiet=True) == path
+        path.chmod(0o644)  # a corrupt model that cannot be replaced
+        with path.open("r+b") as f:
+            f.write(b"X")
+        with pytest.raises(ModelFetchError, match="cannot write toy"):
+            models.fetch("toy", quiet=True, verify=True)
+    finally:
+        folder.chmod(0o755)
+
+
+def _corrupt_in_place(path: Path) -> None:
+    """Flip one byte, keeping size and mtime: what a plain fetch cannot see."""
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[10] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+
+
+def test_verify_true_catches_corruption_that_keeps_size_and_mtime(fake_model, capsys):
+    register, whole, calls, _ = fake_model
+    register(hashlib.sha256(whole).hexdigest())
+    path = models.fetch("toy", quiet=True)
+    _corrupt_in_place(path)
+    assert models.fetch("toy", quiet=True).read_bytes() != whole    # trusted by its marker, as documented
+    assert len(calls) == 2
+    assert models.fetch("toy", verify=True).read_bytes() == whole   # hashed again, fetched again
+    assert len(calls) == 4
+    assert "fails its sha256 check" in capsys.readouterr().err
+    assert models.fetch("toy", quiet=True, verify=True) == path     # a good file is not fetched again
+    assert len(calls) == 4
+
+
+def test_unreadable_cached_model_is_a_clear_error(fake_model, monkeypatch):
+    register, whole, calls, _ = fake_model
+    register(hashlib.sha256(whole).hexdigest())
+    models.fetch("toy", quiet=True)
+    real_open = Path.open
+
+    def deny(self, mode="r", *a, **k):
+        if self.name == "toy.gguf" and "r" in mode:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, mode, *a, **k)
+
+    monkeypatch.setattr(Path, "open", deny)
+    with pytest.raises(ModelFetchError, match="cannot read the cached model"):
+        models.fetch("toy", quiet=True, verify=True)
+
+
+# --- resolve_model_path / load_llama ---------------------------------------------------------------
+
+
+def test_resolve_model_path(smollm2_path, tmp_path):
+    assert models.resolve_model_path("smollm2-135m") == smollm2_path
+    assert models.resolve_model_path(smollm2_path) == smollm2_path
+    assert models.resolve_model_path(Path(smollm2_path)) == smollm2_path
+    with pytest.raises(models.ModelLoadError, match="neither a file nor one of: smollm2-135m"):
+        models.resolve_model_path(str(tmp_path / "nothing.gguf"))
+    with pytest.raises(models.ModelLoadError, match="a directory, not a file"):
+        models.resolve_model_path(str(tmp_path))
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    with pytest.raises(models.ModelLoadError, match="not a GGUF file"):
+        models.resolve_model_path(str(text))
+    assert issubclass(models.ModelLoadError, ValueError)
+
+
+def test_load_llama(smollm2_path, tmp_path):
+    llm = models.load_llama("smollm2-135m", n_ctx=256, seed=0, n_threads=None)
+    try:
+        assert llm.model_path == smollm2_path and llm.n_ctx() == 256 and llm.verbose is False
+    finally:
+        llm.close()
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(models.ModelLoadError, match="llama.cpp cannot load"):
+        models.load_llama(str(broken), n_ctx=256)

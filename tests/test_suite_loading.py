@@ -1,0 +1,72 @@
+"""The benchmark suite's model loading, engine table and peak-RSS reader: each
+written once and shared (runner, rss, server; issue 21)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ngramspec import models
+from ngramspec.suite import rss, runner
+from ngramspec.suite.sources import Item
+
+
+def test_runner_loads_through_models(smollm2_path, tmp_path):
+    plain = runner.load(smollm2_path, "plain", 256, 1)
+    lookup = runner.load("smollm2-135m", "prompt lookup", 256, None)
+    try:
+        assert plain.model_path == lookup.model_path == smollm2_path
+        assert plain.n_ctx() == 256 and plain.context_params.n_threads == 1
+        assert plain.draft_model is None and lookup.draft_model is not None
+    finally:
+        plain.close()
+        lookup.close()
+    with pytest.raises(models.ModelLoadError, match="neither a file nor one of"):
+        runner.load(str(tmp_path / "missing.gguf"), "plain", 256, 1)
+    assert runner._model_path("smollm2-135m") == models.resolve_model_path("smollm2-135m")
+
+
+def test_one_engine_table_for_suite_and_rss_probe(llm):
+    assert set(runner.ENGINE_OPTIONS) == {"ngramspec", *runner.EXTRA_METHODS}
+    fast = runner.make_engine(llm, "ngramspec fast")
+    assert fast.exact is False and fast.max_draft == runner.MEASURED_MAX_BATCH - 1
+    assert runner.make_engine(llm, "ngramspec n-gram only").matcher is None
+    default = runner.make_engine(llm, "ngramspec")
+    assert default.exact is True and default.matcher is not None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
+def test_vmhwm_reader_is_shared_by_probe_and_server():
+    assert rss.vmhwm_mib() == pytest.approx(rss.peak_mib())
+    assert rss.peak_mib() > 1
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        from ngramspec.suite.server import LlamaServer
+
+        srv = LlamaServer.__new__(LlamaServer)   # only its process handle matters here
+        srv.proc = child
+        for _ in range(50):
+            peak = srv.peak_rss_mib()
+            if peak:
+                break
+        assert peak is not None and peak > 1
+    finally:
+        child.kill()
+        child.wait()
+    assert rss.vmhwm_mib(child.pid) is None      # gone
+    assert rss.vmhwm_mib(2 ** 30) is None
+
+
+def test_rss_probe_runs_an_engine_method(smollm2_path):
+    from dataclasses import asdict
+    import json
+
+    item = Item("tiny", "def add(a, b):\n    return", 4, ["\n"])
+    job = json.dumps({"path": smollm2_path, "method": "ngramspec fast", "item": asdict(item), "n_ctx": 256,
+                      "threads": 1})
+    out = subprocess.run([sys.executable, "-m", "ngramspec.suite.rss"], input=job, capture_output=True, text=True,
+                         timeout=300, env={**os.environ})
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.strip().splitlines()[-1]) > 50

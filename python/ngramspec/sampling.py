@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["SamplingParams", "target_distribution", "position_uniform", "sample", "verify_draft"]
+__all__ = ["SamplingParams", "target_distribution", "position_uniform", "sample", "verify_draft", "verify_token"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -142,3 +142,39 @@ def verify_draft(p_rows: Sequence[np.ndarray], q_rows: Sequence[np.ndarray], dra
         return i, sample(np.arange(len(p)), residual / total, position_uniform(seed, pos))
     last = p_rows[len(draft)]
     return len(draft), sample(np.arange(len(last)), last, position_uniform(seed, start_position + len(draft)))
+
+
+def verify_token(p: tuple[np.ndarray, np.ndarray], q: tuple[np.ndarray, np.ndarray], token: int,
+                 seed: int, position: int) -> tuple[bool, int]:
+    """One position of ``verify_draft`` on sparse (ids, probs) distributions, for a
+    generation loop that computes the target rows lazily and stops at the first
+    rejection. ``token`` is the draft token at absolute ``position``, drawn from q
+    with randomness independent of streams 0 and 1 (the draft model uses stream 2).
+
+    Accept with probability min(1, p(token)/q(token)), tested with
+    ``position_uniform(seed, position, stream=1)``: returns (True, token). Else
+    returns (False, x), x drawn from max(0, p - q) renormalised with
+    ``position_uniform(seed, position)``, over ids in ascending order: the same
+    token ``verify_draft`` draws from the same dense rows. After a fully accepted
+    draft the bonus token is an ordinary draw from the next p row (any fixed rule
+    keeps the distribution; ``verify_draft`` draws over ascending ids)."""
+    p_ids, p_probs = np.asarray(p[0]), np.asarray(p[1], dtype=np.float64)
+    q_ids, q_probs = np.asarray(q[0]), np.asarray(q[1], dtype=np.float64)
+    token = int(token)
+    qd = float(q_probs[q_ids == token].sum())
+    if qd <= 0:
+        raise ValueError(f"draft token {token} has zero probability under its own q")
+    pd = float(p_probs[p_ids == token].sum())
+    if position_uniform(seed, position, stream=1) < min(1.0, pd / qd):
+        return True, token
+    ids = np.union1d(p_ids, q_ids)  # sorted ascending, unique
+    residual = np.zeros(len(ids))
+    np.add.at(residual, np.searchsorted(ids, p_ids), p_probs)
+    np.subtract.at(residual, np.searchsorted(ids, q_ids), q_probs)
+    np.maximum(residual, 0.0, out=residual)
+    total = residual.sum()
+    if total <= 0:  # p == q: rejection had probability 0
+        residual = np.zeros(len(ids))
+        np.add.at(residual, np.searchsorted(ids, p_ids), p_probs)
+        total = residual.sum()
+    return False, sample(ids, residual / total, position_uniform(seed, position))

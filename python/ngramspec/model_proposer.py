@@ -1,0 +1,400 @@
+"""The draft-model proposer: classic speculative decoding (Leviathan et al. 2023;
+Chen et al. 2023) with a second, smaller ``llama_cpp.Llama`` that shares the
+target's vocabulary.
+
+The draft model keeps its own context. Its KV cache follows the accepted text:
+``accept`` only records the tokens; the next ``propose`` rolls the draft cache
+back to the longest common prefix of (what it holds) and (the true text), then
+decodes the missing true tokens in one batch (usually the bonus token, plus the
+last accepted draft token, which a proposal never decodes). A draft model the
+policy stops calling therefore costs nothing per pass; the next call catches up
+in one batch.
+
+Drafts are greedy (argmax of the draft's logits: q is one-hot, ``draft_probs``
+is None), or, when the generation samples (``sampling`` set) and
+``sample_draft`` is True, sampled from the draft's own distribution q (the
+target's sampling parameters applied to the draft's logits with
+``sampling.target_distribution``), with the uniform
+``position_uniform(seed, position, stream=DRAFT_STREAM)``; each token's q is
+kept as ``(ids, probs)`` in ``Proposal.draft_probs`` for modified rejection
+sampling (``sampling.verify_token``).
+
+Source buckets are draft positions (``source_base + min(i, n_buckets - 1)``):
+the policy multiplies per-token acceptances, so one bucket per position lets it
+learn how fast the draft model's agreement decays along a draft.
+
+Cost: ``seconds_per_token`` is a moving average of the seconds one proposal
+spent per drafted token (including the usual one-batch catch-up);
+``expected_seconds(k)`` prices a proposal of k tokens now, including any
+catch-up still pending; ``size_ratio`` (draft parameters / target parameters)
+is a prior for a draft token's cost relative to a target token before anything
+is measured.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar, Optional, Sequence
+
+import numpy as np
+
+from . import _llama
+from .proposer import EMPTY_TOKENS, Proposal
+from .sampling import SamplingParams, position_uniform, sample, target_distribution
+
+__all__ = ["DEFAULT_DRAFT_PRIOR", "DRAFT_STREAM", "N_DRAFT_BUCKETS", "DraftModelProposer",
+           "check_compatible", "load_draft_model", "memory_report"]
+
+# The stream of position_uniform the draft model samples with. The target's
+# verification uses stream 0 (plain draws, residual and bonus tokens) and stream 1
+# (acceptance tests), so the draft's randomness is independent of both.
+DRAFT_STREAM = 2
+N_DRAFT_BUCKETS = 8
+DEFAULT_DRAFT_PRIOR = 0.7
+_EMA = 0.2
+# Catch-ups longer than this (after the policy skipped the draft model for a while,
+# or a long prompt prefilled lazily) are timed apart from the per-token average.
+_SHORT_CATCHUP = 2
+
+
+def _is_llama(obj: Any) -> bool:
+    return isinstance(obj, _llama.llama_cpp_module().Llama)
+
+
+def _special_tokens(llm: Any) -> dict[str, int]:
+    model = llm._model
+    out = {"BOS": int(model.token_bos()), "EOS": int(model.token_eos())}
+    eot = getattr(model, "token_eot", None)
+    if eot is not None:
+        out["EOT"] = int(eot())
+    return out
+
+
+def check_compatible(draft_llm: Any, target_llm: Any, *, check_tokenizer: bool = True) -> None:
+    """Raise TypeError / ValueError unless ``draft_llm`` can draft for ``target_llm``:
+    two distinct, open ``llama_cpp.Llama`` objects with the same vocabulary size,
+    the same BOS/EOS/EOT ids, the same token texts (on a sample of ids), a cache
+    that can be rolled back, and a draft context at least as long as the target's
+    usable context."""
+    for what, llm in (("draft_llm", draft_llm), ("target_llm", target_llm)):
+        if not _is_llama(llm):
+            raise TypeError(f"{what} must be a llama_cpp.Llama, got {type(llm).__name__}")
+        try:
+            _llama.context_of(llm)
+        except ValueError:
+            raise ValueError(f"{what} has been closed; create a new Llama") from None
+    if draft_llm is target_llm:
+        raise ValueError("the draft model must be a separate Llama (its own context), not the target itself")
+    n_draft, n_target = draft_llm.n_vocab(), target_llm.n_vocab()
+    if n_draft != n_target:
+        raise ValueError(f"the draft model's vocabulary has {n_draft} tokens and the target's has {n_target}: "
+                         "a draft model must share the target's vocabulary")
+    sd, st = _special_tokens(draft_llm), _special_tokens(target_llm)
+    differ = [f"{k} {sd[k]} (draft) vs {st[k]} (target)" for k in st if k in sd and sd[k] != st[k]]
+    if differ:
+        raise ValueError("the draft model's special tokens differ from the target's: " + ", ".join(differ)
+                         + "; use a draft model from the target's family")
+    if check_tokenizer:
+        dm, tm = draft_llm._model, target_llm._model
+        step = max(1, n_target // 997)
+        for t in range(0, n_target, step):
+            a, b = dm.token_get_text(t), tm.token_get_text(t)
+            if a != b:
+                raise ValueError(f"the draft model's tokenizer differs from the target's: token {t} is {a!r} "
+                                 f"in the draft and {b!r} in the target")
+    if not _llama.can_roll_back(draft_llm):
+        raise ValueError("the draft model is recurrent or hybrid: its cache cannot be rolled back after a rejection")
+    c_draft, c_target = _llama.usable_n_ctx(draft_llm), _llama.usable_n_ctx(target_llm)
+    if c_draft < c_target:
+        raise ValueError(f"the draft model's context ({c_draft} tokens) is shorter than the target's ({c_target}): "
+                         f"create the draft Llama with n_ctx >= {c_target}")
+
+
+_BYTES_PER_KV_ELEMENT = {0: 4.0, 1: 2.0, 30: 2.0, 8: 34 / 32, 2: 20 / 32, 3: 24 / 32}  # f32, f16, bf16, q8_0, q4_0, q4_1
+
+
+def _kv_bytes(llm: Any) -> int:
+    """KV cache size estimate: n_ctx x layers x kv heads x head size x (K + V)."""
+    llama_cpp = _llama.llama_cpp_module()
+    model = llm._model.model
+    n_layer = llama_cpp.llama_model_n_layer(model)
+    n_head = max(1, llama_cpp.llama_model_n_head(model))
+    n_head_kv = llama_cpp.llama_model_n_head_kv(model)
+    head_dim = llama_cpp.llama_model_n_embd(model) // n_head
+    params = llm.context_params
+    per_k = _BYTES_PER_KV_ELEMENT.get(int(params.type_k), 2.0)
+    per_v = _BYTES_PER_KV_ELEMENT.get(int(params.type_v), 2.0)
+    return int(llm.n_ctx() * n_layer * n_head_kv * head_dim * (per_k + per_v))
+
+
+def memory_report(draft_llm: Any, target_llm: Any) -> dict[str, int]:
+    """Bytes the two models hold: weights (llama_model_size) and an estimate of
+    each KV cache. The draft model's share is what it adds to the target alone."""
+    llama_cpp = _llama.llama_cpp_module()
+    out = {}
+    for what, llm in (("draft", draft_llm), ("target", target_llm)):
+        out[f"{what}_weights_bytes"] = int(llama_cpp.llama_model_size(llm._model.model))
+        out[f"{what}_kv_bytes"] = _kv_bytes(llm)
+    out["draft_total_bytes"] = out["draft_weights_bytes"] + out["draft_kv_bytes"]
+    out["target_total_bytes"] = out["target_weights_bytes"] + out["target_kv_bytes"]
+    return out
+
+
+def load_draft_model(model: str, target_llm: Any, **llama_kwargs: Any) -> Any:
+    """A ``llama_cpp.Llama`` for a draft model (a GGUF path or a name from
+    ``ngramspec.models``) whose context covers ``target_llm``'s, with the target's
+    n_batch, n_ubatch and thread counts unless ``llama_kwargs`` say otherwise."""
+    import os
+
+    llama_cpp = _llama.llama_cpp_module()
+    from . import models
+
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"draft model must be a GGUF path or a model name, got {type(model).__name__}")
+    path = str(model)
+    if path in models.MODELS:
+        path = str(models.fetch(path))
+    elif not os.path.isfile(path):
+        raise ValueError(f"draft model {path!r} is neither a file nor a known model name "
+                         f"({', '.join(sorted(models.MODELS))})")
+    _llama.context_of(target_llm)
+    params = target_llm.context_params
+    kwargs = dict(n_ctx=_llama.usable_n_ctx(target_llm), n_batch=target_llm.n_batch, n_ubatch=params.n_ubatch,
+                  n_threads=params.n_threads, n_threads_batch=params.n_threads_batch, verbose=False)
+    kwargs.update(llama_kwargs)
+    return llama_cpp.Llama(path, **kwargs)
+
+
+class DraftModelProposer:
+    """Drafts with a second ``llama_cpp.Llama`` (see the module docstring).
+
+    draft_llm: the draft model; its context and cache are used (keep it for this
+        proposer while a generation runs). Its ``n_tokens``/``input_ids`` stay
+        coherent with its cache, so it remains usable afterwards.
+    target_llm: the model that verifies (only read, for compatibility checks).
+    sampling: the generation's ``SamplingParams`` (None: greedy). Set it before
+        each ``begin`` (``proposer.sampling = params``) when generations differ.
+    sample_draft: when the generation samples, draw drafts from q (True) or take
+        the draft's argmax (False: one-hot q, so verification keeps the
+        same-seed-same-tokens property of model-free drafts).
+    n_buckets: source buckets, one per draft position (the last one also covers
+        every later position).
+    prior: prior acceptance of every bucket.
+    lazy_prefill: evaluate the prompt at the first ``propose`` rather than in
+        ``begin`` (a draft model the policy never calls then costs nothing).
+    """
+
+    name: ClassVar[str] = "draft_model"
+    # The Drafter prices a costly proposer (``expected_seconds``) before calling it.
+    costly: ClassVar[bool] = True
+
+    def __init__(self, draft_llm: Any, target_llm: Any, *, sampling: Optional[SamplingParams] = None,
+                 sample_draft: bool = True, n_buckets: int = N_DRAFT_BUCKETS, prior: float = DEFAULT_DRAFT_PRIOR,
+                 lazy_prefill: bool = False, check_tokenizer: bool = True) -> None:
+        check_compatible(draft_llm, target_llm, check_tokenizer=check_tokenizer)
+        if isinstance(n_buckets, bool) or not isinstance(n_buckets, (int, np.integer)) or n_buckets < 1:
+            raise ValueError(f"n_buckets must be an int >= 1, got {n_buckets!r}")
+        if not 0.0 < float(prior) < 1.0:
+            raise ValueError(f"prior must be in (0, 1), got {prior!r}")
+        self.draft = draft_llm
+        self.target = target_llm
+        self.sampling = sampling
+        self.sample_draft = bool(sample_draft)
+        self.lazy_prefill = bool(lazy_prefill)
+        self.n_buckets = int(n_buckets)
+        self.source_priors: Sequence[float] = (float(prior),) * self.n_buckets
+        self.source_base = 0
+        llama_cpp = _llama.llama_cpp_module()
+        self.size_ratio = (llama_cpp.llama_model_n_params(draft_llm._model.model)
+                           / max(1, llama_cpp.llama_model_n_params(target_llm._model.model)))
+        self._vocab = draft_llm._model.vocab
+        self._is_eog: dict[int, bool] = {}
+        self._text: Optional[list[int]] = None
+        self._n_prompt = 0
+        self._agree = 0      # leading tokens on which the draft cache equals the text
+        self._fresh = -1     # n_tokens at which the context's last logits row was computed by us
+        # Measured costs (seconds).
+        self.seconds_per_token: Optional[float] = None   # per drafted token, per proposal (EMA)
+        self.decode_seconds: Optional[float] = None      # one single-token draft decode (EMA)
+        self.batch_token_seconds: Optional[float] = None  # per token of a long catch-up batch (EMA)
+        self.last_seconds = 0.0
+        self.prefill_seconds = 0.0
+        self.catchup_seconds = 0.0
+        self.proposals = 0
+        self.drafted_tokens = 0
+        self.draft_seconds = 0.0
+
+    # -- bookkeeping --------------------------------------------------------
+    @property
+    def text(self) -> list[int]:
+        """The true text (prompt and accepted tokens) as this proposer knows it."""
+        return list(self._text or [])
+
+    def _require_begun(self) -> list[int]:
+        if self._text is None:
+            raise RuntimeError("DraftModelProposer: call begin(prompt) before propose/accept")
+        return self._text
+
+    def _eog(self, tok: int) -> bool:
+        v = self._is_eog.get(tok)
+        if v is None:
+            v = self._is_eog[tok] = bool(_llama.llama_cpp_module().llama_vocab_is_eog(self._vocab, tok))
+        return v
+
+    def _pending(self) -> int:
+        """True tokens the draft cache still lacks."""
+        return len(self._text or ()) - self._agree
+
+    def _sync(self, need_logits: bool) -> Optional[np.ndarray]:
+        """Make the draft cache hold exactly the text; with need_logits, return the
+        draft's logits for the position after it (re-decoding the last text token
+        when no fresh row is at hand, as Llama.generate does)."""
+        llm, text = self.draft, self._text
+        assert text is not None
+        common = self._agree
+        if need_logits and common == len(text) and self._fresh != len(text):
+            common -= 1
+        if llm.n_tokens > common:
+            _llama.remove_from(llm, common)
+            llm.n_tokens = common
+            llm._requires_eval = True
+        missing = text[common:]
+        if missing:
+            t0 = time.perf_counter()
+            llm.eval(missing)
+            dt = time.perf_counter() - t0
+            self._fresh = llm.n_tokens
+            if len(missing) > _SHORT_CATCHUP:
+                self.catchup_seconds += dt
+                per = dt / len(missing)
+                self.batch_token_seconds = per if self.batch_token_seconds is None else \
+                    (1 - _EMA) * self.batch_token_seconds + _EMA * per
+        self._agree = len(text)
+        return _llama.last_logits(llm) if need_logits else None
+
+    # -- the Proposer protocol ------------------------------------------------
+    def begin(self, prompt: Sequence[int]) -> None:
+        """Start a generation after ``prompt`` (token ids). Reuses the draft
+        context's cached prefix, like Llama.generate; evaluates the rest now
+        unless ``lazy_prefill``."""
+        _llama.context_of(self.draft)
+        n_vocab = self.draft.n_vocab()
+        text = [int(t) for t in prompt]
+        if not text:
+            raise ValueError("prompt is empty: give at least one token")
+        bad = [t for t in text if not 0 <= t < n_vocab]
+        if bad:
+            raise ValueError(f"prompt token ids must be in [0, {n_vocab}), got {bad[0]}")
+        if len(text) >= _llama.usable_n_ctx(self.draft):
+            raise ValueError(f"the prompt ({len(text)} tokens) does not fit the draft model's context "
+                             f"({_llama.usable_n_ctx(self.draft)})")
+        llm = self.draft
+        cached = llm.input_ids[: llm.n_tokens]
+        n = min(len(cached), len(text))
+        diff = np.flatnonzero(np.asarray(cached[:n]) != np.asarray(text[:n], dtype=cached.dtype))
+        self._agree = int(diff[0]) if len(diff) else n
+        self._text, self._n_prompt, self._fresh = text, len(text), -1
+        if not self.lazy_prefill:
+            t0 = time.perf_counter()
+            self._sync(need_logits=False)
+            self.prefill_seconds += time.perf_counter() - t0
+
+    def accept(self, tokens: Sequence[int]) -> None:
+        """The text grew by ``tokens``. Only recorded; the draft cache catches up
+        (rolled back to the common prefix, the missing tokens decoded in one batch)
+        at the next ``propose``."""
+        text = self._require_begun()
+        old = len(text)
+        text.extend(int(t) for t in tokens)
+        if self._agree == old:
+            llm, i = self.draft, old
+            ids, n = llm.input_ids, min(llm.n_tokens, len(text))
+            while i < n and int(ids[i]) == text[i]:
+                i += 1
+            self._agree = i
+
+    def propose(self, k: int) -> Proposal:
+        """Up to ``k`` draft tokens after the text: one draft decode per token
+        (the last token is never decoded). Greedy drafts stop after an
+        end-of-generation token; sampled drafts always have k tokens, so that
+        their length never depends on the sampled values."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise TypeError(f"k must be an int, got {type(k).__name__}")
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        text = self._require_begun()
+        llm = self.draft
+        _llama.context_of(llm)
+        k = min(int(k), _llama.usable_n_ctx(llm) - len(text))
+        if k <= 0:
+            return Proposal(EMPTY_TOKENS, [], self.name)
+        t0 = time.perf_counter()
+        long_catchup = self._pending() > _SHORT_CATCHUP
+        logits = self._sync(need_logits=True)
+        t1 = time.perf_counter()
+        params = self.sampling if self.sample_draft else None
+        tokens: list[int] = []
+        q: Optional[list[tuple[np.ndarray, np.ndarray]]] = None
+        penalties, history = False, []
+        if params is not None:
+            q = []
+            # Penalties see the generated tokens only, as the target's do.
+            penalties = params.penalty_last_n != 0 and (params.repeat_penalty != 1.0 or params.frequency_penalty != 0.0
+                                                        or params.presence_penalty != 0.0)
+            if penalties:
+                history = text[self._n_prompt:]
+        pos = len(text)
+        for i in range(k):
+            if q is not None:
+                ids, probs = target_distribution(logits, params, history)
+                tok = sample(ids, probs, position_uniform(params.seed, pos + i, stream=DRAFT_STREAM))
+                q.append((ids, probs))
+                if penalties:
+                    history.append(tok)
+            else:
+                tok = int(np.argmax(logits))
+            tokens.append(tok)
+            if i == k - 1 or (q is None and self._eog(tok)):
+                break
+            llm.eval([tok])
+            self._fresh = llm.n_tokens
+            logits = _llama.last_logits(llm)
+        t2 = time.perf_counter()
+        n = len(tokens)
+        if n > 1:
+            per = (t2 - t1) / (n - 1)
+            self.decode_seconds = per if self.decode_seconds is None else (1 - _EMA) * self.decode_seconds + _EMA * per
+        seconds = (t2 - t1) if long_catchup else (t2 - t0)
+        self.last_seconds = t2 - t0
+        self.seconds_per_token = seconds / n if self.seconds_per_token is None else \
+            (1 - _EMA) * self.seconds_per_token + _EMA * seconds / n
+        self.proposals += 1
+        self.drafted_tokens += n
+        self.draft_seconds += t2 - t0
+        last = self.n_buckets - 1
+        base = self.source_base
+        sources = [base + (i if i < last else last) for i in range(n)]
+        return Proposal(np.asarray(tokens, dtype=np.int32), sources, self.name, len(text), q)
+
+    def end(self, output: Sequence[int]) -> None:
+        """Nothing to release: the draft Llama's bookkeeping already matches its cache."""
+        self._fresh = -1
+
+    # -- pricing ----------------------------------------------------------------
+    def expected_seconds(self, k: int) -> Optional[float]:
+        """Estimated seconds to propose ``k`` tokens now (catch-up included); None
+        before anything was measured (use ``size_ratio`` x a target token then)."""
+        if k <= 0:
+            return 0.0
+        one = self.decode_seconds if self.decode_seconds is not None else self.seconds_per_token
+        if one is None:
+            return None
+        pending = max(1, self._pending())
+        if pending <= _SHORT_CATCHUP or self.batch_token_seconds is None:
+            catchup = one if pending <= _SHORT_CATCHUP else pending * one
+        else:
+            catchup = max(one, pending * self.batch_token_seconds)
+        return catchup + (k - 1) * one
+
+    def memory(self) -> dict[str, int]:
+        """``memory_report(draft, target)``."""
+        return memory_report(self.draft, self.target)

@@ -45,6 +45,15 @@ long long integer_from_object(py::handle obj, const char* what) {
     return value;
 }
 
+long long integer_in_range(py::handle obj, const char* what, long long lo, long long hi) {
+    const long long v = integer_from_object(obj, what);
+    if (v < lo || v > hi) {
+        throw py::value_error(std::string(what) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                              "], got " + std::string(py::str(obj)));
+    }
+    return v;
+}
+
 std::int32_t token_from_object(py::handle obj) {
     const long long value = integer_from_object(obj, "token");
     if (value < 0 || value >= kTokenLimit) {

@@ -18,6 +18,8 @@ inline constexpr long long kMaxPredict = 1 << 16;    // a bound on predict(n), s
 
 // An int (or an object with __index__, not bool or float); saturates out of range.
 long long integer_from_object(py::handle obj, const char* what);
+// An int (as above) in [lo, hi]; ValueError naming `what` otherwise.
+long long integer_in_range(py::handle obj, const char* what, long long lo, long long hi);
 // One token id in [0, 2^31).
 std::int32_t token_from_object(py::handle obj);
 // A list or 1-D integer array of token ids, all checked.

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 
 class ReferenceSuffixMatcher:
-    def __init__(self, anchor: int = 2, max_candidates: int = 64, max_match: int = 64) -> None:
+    def __init__(self, anchor: int = 2, max_candidates: int = 64, max_match: int = 64,
+                 max_tokens: int = 1 << 20) -> None:
         self.anchor, self.max_candidates, self.max_match = anchor, max_candidates, max_match
+        self.max_tokens = max_tokens
         self.history: list[int] = []
 
     def update_batch(self, tokens) -> None:
-        self.history.extend(int(t) for t in tokens)
+        # Past the budget, keep the newest three quarters of it (checked after every token).
+        keep = self.max_tokens - self.max_tokens // 4
+        for t in tokens:
+            self.history.append(int(t))
+            if len(self.history) > self.max_tokens:
+                self.history = self.history[-keep:]
 
     def predict(self, n: int) -> tuple[list[int], int]:
         h, a = self.history, self.anchor

@@ -1,0 +1,52 @@
+"""A pure-Python CorpusMatcher, written from its documented behaviour with no index:
+it rescans the whole corpus on every prediction."""
+from __future__ import annotations
+
+BOUNDARY = -1
+
+
+class ReferenceCorpusMatcher:
+    def __init__(self, anchor: int = 3, max_candidates: int = 64, max_match: int = 64,
+                 max_tokens: int = 1_000_000) -> None:
+        self.anchor, self.max_candidates, self.max_match = anchor, max_candidates, max_match
+        self.max_tokens = max_tokens
+        self.corpus: list[int] = []
+
+    def add(self, tokens) -> None:
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            return
+        # Each document is followed by a boundary; past the budget (checked after
+        # every token) keep the newest three quarters of it.
+        keep = self.max_tokens - self.max_tokens // 4
+        for t in tokens + [BOUNDARY]:
+            self.corpus.append(t)
+            if len(self.corpus) > self.max_tokens:
+                self.corpus = self.corpus[-keep:]
+
+    def predict(self, context, n: int) -> tuple[list[int], int]:
+        c, a = self.corpus, self.anchor
+        ctx = [int(t) for t in context]
+        if n == 0 or len(ctx) < a:
+            return [], 0
+        suffix = ctx[-a:]
+        longest = min(self.max_match, len(ctx))
+        # Positions whose anchor equals the context's and whose next token is not a
+        # boundary, newest first.
+        ends = [e for e in range(len(c) - 2, a - 2, -1)
+                if c[e - a + 1: e + 1] == suffix and c[e + 1] != BOUNDARY][: self.max_candidates]
+        best_len, best_end = 0, -1
+        for e in ends:
+            length = 0
+            while length < min(longest, e + 1) and c[e - length] == ctx[-1 - length]:
+                length += 1
+            if length > best_len:
+                best_len, best_end = length, e
+        if best_len == 0:
+            return [], 0
+        draft = []
+        src = best_end + 1
+        while len(draft) < n and c[src] != BOUNDARY:
+            draft.append(c[src])
+            src += 1
+        return draft, best_len

@@ -211,6 +211,16 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(argv: list[str]) -> int:
+    try:
+        from .server import main as serve
+    except ImportError as e:
+        _err(f"error: `serve` needs llama-cpp-python's server extras ({e.name} is missing): "
+             "pip install 'ngramspec[server]'")
+        return 2
+    return serve(argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ngramspec", description="Model-free n-gram speculative decoding "
                                  "for llama-cpp-python.")
@@ -249,10 +259,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run llama.cpp's llama-server (built by scripts/build_llama_server.py) in each mode")
     b.add_argument("--server-modes", default=None,
                    help="comma-separated llama-server modes (default: none and every ngram-* mode)")
+    sub.add_parser("serve", add_help=False,
+                   help="OpenAI-compatible server (llama-cpp-python's) answering with speculative decoding; "
+                        "`ngramspec serve --help` lists its settings")
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:  # its settings are llama-cpp-python server's: server.py parses them
+        return _serve(argv[1:])
     args = build_parser().parse_args(argv)
     from .models import ModelFetchError
 

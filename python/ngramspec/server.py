@@ -577,6 +577,9 @@ def settings_from_args(args: argparse.Namespace) -> Tuple[Any, Any, ServeOptions
         server_settings = parse_model_from_args(ServerSettings, args)
         model_settings = parse_model_from_args(ModelSettings, args)
     except Exception as e:  # pydantic's ValidationError: a setting out of range
+        errors = getattr(e, "errors", None)
+        if callable(errors):
+            raise UserError("; ".join(f"--{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in errors())) from None
         raise UserError(str(e)) from None
     options = ServeOptions(exact=args.exact, max_draft=args.max_draft, max_queue=args.max_queue)
     return server_settings, model_settings, options, [given]

@@ -74,7 +74,7 @@ def check_compatible(draft_llm: Any, target_llm: Any, *, check_tokenizer: bool =
     two distinct, open ``llama_cpp.Llama`` objects with the same vocabulary size,
     the same BOS/EOS/EOT ids, the same token texts (on a sample of ids), a cache
     that can be rolled back, and a draft context at least as long as the target's
-    usable context."""
+    usable context (the draft's own decoding reaches llama.cpp's n_ctx)."""
     for what, llm in (("draft_llm", draft_llm), ("target_llm", target_llm)):
         if not _is_llama(llm):
             raise TypeError(f"{what} must be a llama_cpp.Llama, got {type(llm).__name__}")
@@ -103,7 +103,7 @@ def check_compatible(draft_llm: Any, target_llm: Any, *, check_tokenizer: bool =
                                  f"in the draft and {b!r} in the target")
     if not _llama.can_roll_back(draft_llm):
         raise ValueError("the draft model is recurrent or hybrid: its cache cannot be rolled back after a rejection")
-    c_draft, c_target = _llama.usable_n_ctx(draft_llm), _llama.usable_n_ctx(target_llm)
+    c_draft, c_target = int(draft_llm.n_ctx()), _llama.usable_n_ctx(target_llm)
     if c_draft < c_target:
         raise ValueError(f"the draft model's context ({c_draft} tokens) is shorter than the target's ({c_target}): "
                          f"create the draft Llama with n_ctx >= {c_target}")
@@ -158,7 +158,7 @@ def load_draft_model(model: str, target_llm: Any, **llama_kwargs: Any) -> Any:
                          f"({', '.join(sorted(models.MODELS))})")
     _llama.context_of(target_llm)
     params = target_llm.context_params
-    kwargs = dict(n_ctx=_llama.usable_n_ctx(target_llm), n_batch=target_llm.n_batch, n_ubatch=params.n_ubatch,
+    kwargs = dict(n_ctx=max(int(target_llm.n_ctx()), _llama.usable_n_ctx(target_llm)), n_batch=target_llm.n_batch, n_ubatch=params.n_ubatch,
                   n_threads=params.n_threads, n_threads_batch=params.n_threads_batch, verbose=False)
     kwargs.update(llama_kwargs)
     return llama_cpp.Llama(path, **kwargs)
@@ -208,10 +208,12 @@ class DraftModelProposer:
                            / max(1, llama_cpp.llama_model_n_params(target_llm._model.model)))
         self._vocab = draft_llm._model.vocab
         self._is_eog: dict[int, bool] = {}
+        self._batch = _llama.Batch(max(1, min(draft_llm.n_batch, draft_llm.context_params.n_ubatch)))
         self._text: Optional[list[int]] = None
         self._n_prompt = 0
+        self._kv: list[int] = []  # the tokens in the draft cache, positions 0..
         self._agree = 0      # leading tokens on which the draft cache equals the text
-        self._fresh = -1     # n_tokens at which the context's last logits row was computed by us
+        self._fresh = -1     # len(_kv) when the context's last logits row was computed (by us)
         # Measured costs (seconds).
         self.seconds_per_token: Optional[float] = None   # per drafted token, per proposal (EMA)
         self.decode_seconds: Optional[float] = None      # one single-token draft decode (EMA)
@@ -244,32 +246,58 @@ class DraftModelProposer:
         """True tokens the draft cache still lacks."""
         return len(self._text or ()) - self._agree
 
+    def _roll_back(self, pos: int, always: bool = False) -> None:
+        llm = self.draft
+        if always or len(self._kv) > pos or llm.n_tokens > pos:
+            if not _llama.remove_from(llm, pos):
+                raise RuntimeError("llama.cpp refused to roll back the draft model's cache")
+            del self._kv[pos:]
+            llm.n_tokens = len(self._kv)
+            llm._requires_eval = True
+            if self._fresh > pos:
+                self._fresh = -1
+
+    def _decode(self, tokens: Sequence[int]) -> None:
+        """Decode ``tokens`` after the cache (n_batch chunks, logits on the last row),
+        keeping the Llama's n_tokens/input_ids true to the cache, as Llama.eval does
+        (input_ids is sized by the n_ctx asked for: positions past it are not recorded)."""
+        llm, batch, kv = self.draft, self._batch, self._kv
+        cap = batch.capacity
+        for i in range(0, len(tokens), cap):
+            chunk = tokens[i: i + cap]
+            start = len(kv)
+            batch.fill(chunk, start, all_logits=False)
+            _llama.decode(llm, batch)
+            kv.extend(chunk)
+            end = min(len(kv), len(llm.input_ids))
+            if end > start:
+                llm.input_ids[start:end] = chunk[: end - start]
+            llm.n_tokens = len(kv)
+        llm._requires_eval = True
+        self._fresh = len(kv)
+
     def _sync(self, need_logits: bool) -> Optional[np.ndarray]:
         """Make the draft cache hold exactly the text; with need_logits, return the
         draft's logits for the position after it (re-decoding the last text token
         when no fresh row is at hand, as Llama.generate does)."""
-        llm, text = self.draft, self._text
+        text = self._text
         assert text is not None
         common = self._agree
         if need_logits and common == len(text) and self._fresh != len(text):
             common -= 1
-        if llm.n_tokens > common:
-            _llama.remove_from(llm, common)
-            llm.n_tokens = common
-            llm._requires_eval = True
+        self._roll_back(common)
         missing = text[common:]
         if missing:
             t0 = time.perf_counter()
-            llm.eval(missing)
+            self._decode(missing)
             dt = time.perf_counter() - t0
-            self._fresh = llm.n_tokens
             if len(missing) > _SHORT_CATCHUP:
                 self.catchup_seconds += dt
                 per = dt / len(missing)
                 self.batch_token_seconds = per if self.batch_token_seconds is None else \
                     (1 - _EMA) * self.batch_token_seconds + _EMA * per
         self._agree = len(text)
-        return _llama.last_logits(llm) if need_logits else None
+        return _llama.last_logits(self.draft) if need_logits else None
 
     # -- the Proposer protocol ------------------------------------------------
     def begin(self, prompt: Sequence[int]) -> None:
@@ -284,14 +312,18 @@ class DraftModelProposer:
         bad = [t for t in text if not 0 <= t < n_vocab]
         if bad:
             raise ValueError(f"prompt token ids must be in [0, {n_vocab}), got {bad[0]}")
-        if len(text) >= _llama.usable_n_ctx(self.draft):
+        if len(text) >= self.draft.n_ctx():
             raise ValueError(f"the prompt ({len(text)} tokens) does not fit the draft model's context "
-                             f"({_llama.usable_n_ctx(self.draft)})")
+                             f"({self.draft.n_ctx()})")
         llm = self.draft
-        cached = llm.input_ids[: llm.n_tokens]
+        # What the Llama's bookkeeping says is cached (someone else may have used it).
+        cached = llm.input_ids[: min(max(llm.n_tokens, 0), len(llm.input_ids))]
         n = min(len(cached), len(text))
         diff = np.flatnonzero(np.asarray(cached[:n]) != np.asarray(text[:n], dtype=cached.dtype))
         self._agree = int(diff[0]) if len(diff) else n
+        self._kv = text[: self._agree]
+        # Llama.reset() only zeroes n_tokens: drop whatever the cache still holds after the prefix.
+        self._roll_back(self._agree, always=True)
         self._text, self._n_prompt, self._fresh = text, len(text), -1
         if not self.lazy_prefill:
             t0 = time.perf_counter()
@@ -306,9 +338,9 @@ class DraftModelProposer:
         old = len(text)
         text.extend(int(t) for t in tokens)
         if self._agree == old:
-            llm, i = self.draft, old
-            ids, n = llm.input_ids, min(llm.n_tokens, len(text))
-            while i < n and int(ids[i]) == text[i]:
+            kv, i = self._kv, old
+            n = min(len(kv), len(text))
+            while i < n and kv[i] == text[i]:
                 i += 1
             self._agree = i
 
@@ -324,7 +356,7 @@ class DraftModelProposer:
         text = self._require_begun()
         llm = self.draft
         _llama.context_of(llm)
-        k = min(int(k), _llama.usable_n_ctx(llm) - len(text))
+        k = min(int(k), llm.n_ctx() - len(text))
         if k <= 0:
             return Proposal(EMPTY_TOKENS, [], self.name)
         t0 = time.perf_counter()
@@ -355,8 +387,7 @@ class DraftModelProposer:
             tokens.append(tok)
             if i == k - 1 or (q is None and self._eog(tok)):
                 break
-            llm.eval([tok])
-            self._fresh = llm.n_tokens
+            self._decode([tok])
             logits = _llama.last_logits(llm)
         t2 = time.perf_counter()
         n = len(tokens)

@@ -116,6 +116,84 @@ def test_bad_arguments_get_one_clear_line(args, needle):
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.parametrize("args, stdin, needle", [
+    (["generate", "-", "--json"], "", "the prompt on stdin is empty"),
+    (["generate", "-"], " \n\t\n", "the prompt on stdin is empty"),
+    (["generate", ""], "", "the prompt is empty"),
+    (["generate", "  ", "--json"], "", "the prompt is empty"),
+    (["generate", "x", "--max-draft", "-1"], "", "--max-draft must be >= 0"),
+    (["generate", "x", "--threads", "0"], "", "--threads must be >= 1"),
+    (["generate", "x", "--n-ctx", "-5"], "", "--n-ctx must be 0"),
+])
+def test_empty_or_invalid_generate_input_is_exit_2(args, stdin, needle):
+    """Issue 22 D5: an empty prompt is an error, not a run on the built-in default prompt."""
+    p = run(*args, stdin=stdin, timeout=120)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert needle in p.stderr
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert p.stdout == ""
+
+
+def test_empty_or_undecodable_prompt_files_and_stdin(tmp_path: Path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    p = run("generate", "--file", str(empty), timeout=120)
+    assert p.returncode == 2 and "is empty" in p.stderr and "Traceback" not in p.stderr
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("caf\xe9".encode("latin-1"))
+    q = run("generate", "--file", str(latin), timeout=120)
+    assert q.returncode == 2 and "not UTF-8" in q.stderr and "Traceback" not in q.stderr
+    r = subprocess.run(EXE + ["generate", "-"], input=b"\xff\xfe\xfa", capture_output=True, timeout=120)
+    assert r.returncode == 2 and b"stdin is not UTF-8" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_model_that_is_not_a_gguf_file_is_one_line(tmp_path: Path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello")
+    p = run("generate", "x", "--model", str(notes), timeout=120)
+    assert p.returncode == 2 and "not a GGUF file" in p.stderr and "Traceback" not in p.stderr
+    q = run("generate", "x", "--model", str(tmp_path), timeout=120)
+    assert q.returncode == 2 and "a directory, not a file" in q.stderr and "Traceback" not in q.stderr
+
+
+def test_prompt_longer_than_the_context_is_one_line(smollm2_path):
+    p = run("generate", "word " * 200, "--n-ctx", "64", "--max-draft", "0", "--model", smollm2_path, timeout=300)
+    assert p.returncode == 2, p.stderr
+    assert "context window" in p.stderr and "--n-ctx" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bench_out_is_checked_before_benchmarking(tmp_path: Path):
+    """Issue 22 D6: a --out that cannot take the report fails at once, not after the run."""
+    existing = tmp_path / "report.md"
+    existing.write_text("keep me")
+    p = run("bench", "--quick", "--out", str(existing), timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert "exists and is not a directory" in p.stderr and "Traceback" not in p.stderr
+    assert existing.read_text() == "keep me"
+    q = run("bench", "--quick", "--out", "/proc/ngramspec-no-such-dir/out", timeout=60)
+    assert q.returncode == 2 and "cannot write the report there" in q.stderr and "Traceback" not in q.stderr
+
+
+def test_only_user_errors_are_one_line_a_bug_keeps_its_traceback(monkeypatch, capsys):
+    """Issue 21: main() no longer turns every ValueError/TypeError into exit code 2."""
+    from ngramspec import cli, models
+
+    def raising(exc):
+        def command(args):
+            raise exc
+        return command
+
+    for exc in [cli.UserError("bad input"), models.ModelFetchError("no cache"),
+                models.ModelLoadError("no model")]:
+        monkeypatch.setattr(cli, "_generate", raising(exc))
+        assert cli.main(["generate", "x"]) == 2
+        assert capsys.readouterr().err == f"ngramspec: error: {exc}\n"
+    for exc in [ValueError("a bug"), TypeError("a bug"), NotImplementedError("a bug"), FileNotFoundError("a bug")]:
+        monkeypatch.setattr(cli, "_generate", raising(exc))
+        with pytest.raises(type(exc)):
+            cli.main(["generate", "x"])
+
+
 @pytest.mark.parametrize("cmd", ["generate", "doctor", "bench"])
 def test_help(cmd):
     p = run(cmd, "--help", timeout=60)

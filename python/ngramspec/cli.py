@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -36,35 +37,43 @@ def _err(msg: str) -> None:
 
 
 def _load(model: str, n_ctx: int, threads: int | None, seed: int | None = None) -> Any:
-    import llama_cpp
+    """The command's Llama: ``models.load_llama`` (a name or a GGUF path)."""
+    from .models import load_llama
 
-    from . import models
-
-    if model in models.MODELS:
-        path = str(models.fetch(model))
-    elif Path(model).is_file():
-        path = model
-    else:
-        raise UserError(f"model {model!r} is neither a file nor one of: {', '.join(models.MODELS)}")
-    kwargs: dict[str, Any] = {"n_ctx": n_ctx, "verbose": False, "seed": 0 if seed is None else seed}
-    if threads:
-        kwargs["n_threads"] = threads
-    return llama_cpp.Llama(path, **kwargs)
+    return load_llama(model, n_ctx=n_ctx, seed=0 if seed is None else seed, n_threads=threads)
 
 
 def _read_prompt(args: argparse.Namespace) -> str:
+    """The prompt: --file, the argument, or stdin ("-", or piped in with no argument).
+    With no prompt at all (no argument, nothing piped in) it is DEFAULT_PROMPT; a
+    prompt that is given but empty (or only whitespace) is an error."""
     if args.file is not None:
         if args.prompt is not None:
             raise UserError("give the prompt as text or with --file, not both")
         try:
-            return Path(args.file).read_text(encoding="utf-8")
+            text = Path(args.file).read_text(encoding="utf-8")
         except OSError as e:
             raise UserError(f"cannot read prompt file: {e}") from None
+        except UnicodeDecodeError as e:
+            raise UserError(f"prompt file {args.file} is not UTF-8 text: {e}") from None
+        if not text.strip():
+            raise UserError(f"prompt file {args.file} is empty")
+        return text
     if args.prompt == "-" or (args.prompt is None and not sys.stdin.isatty()):
-        text = sys.stdin.read()
-        if text:
+        try:  # strictly UTF-8, whatever the locale (a C locale would smuggle bad bytes in as surrogates)
+            raw = getattr(sys.stdin, "buffer", None)
+            text = raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
+        except UnicodeDecodeError as e:
+            raise UserError(f"stdin is not UTF-8 text: {e}") from None
+        if text.strip():
             return text
-    return args.prompt if args.prompt not in (None, "-") else DEFAULT_PROMPT
+        if args.prompt == "-":
+            raise UserError("the prompt on stdin is empty")
+    if args.prompt is None:
+        return DEFAULT_PROMPT
+    if not args.prompt.strip():
+        raise UserError("the prompt is empty")
+    return args.prompt
 
 
 def _stats_line(spec: dict) -> str:
@@ -81,6 +90,12 @@ def _generate(args: argparse.Namespace) -> int:
 
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UserError("--max-tokens must be >= 1")
+    if args.max_draft is not None and args.max_draft < 0:
+        raise UserError("--max-draft must be >= 0")
+    if args.threads is not None and args.threads < 1:
+        raise UserError("--threads must be >= 1")
+    if args.n_ctx != 0 and args.n_ctx < 32:
+        raise UserError("--n-ctx must be 0 (the model's training context) or >= 32")
     prompt = _read_prompt(args)
     llm = _load(args.model, args.n_ctx, args.threads, args.seed)
     options: dict[str, Any] = {"exact": not args.inexact}
@@ -94,21 +109,20 @@ def _generate(args: argparse.Namespace) -> int:
     from .invariance import check_batch_invariance
 
     if spec.engine.exact and spec.engine.max_draft > 0:  # measured once, before timing
-        spec.engine.invariance = check_batch_invariance(llm, max_batch=spec.engine.max_draft + 1, progress=True)
+        try:
+            spec.engine.invariance = check_batch_invariance(llm, max_batch=spec.engine.max_draft + 1,
+                                                            progress=True)
+        except ValueError as e:
+            if "too small" in str(e):  # the probe does not fit in --n-ctx
+                raise UserError(f"{e}: raise --n-ctx or lower --max-draft") from None
+            raise
     t0 = time.perf_counter()
-    if args.json:
-        out = call(**req)
-        text = out["choices"][0]["message"]["content"] if args.chat else out["choices"][0]["text"]
-        print(json.dumps(out, indent=2, ensure_ascii=False))
-    else:
-        parts = []
-        for chunk in call(stream=True, **req):
-            choice = chunk["choices"][0]
-            piece = (choice["delta"].get("content") or "") if args.chat else choice["text"]
-            parts.append(piece)
-            print(piece, end="", flush=True)
-        print()
-        text = "".join(parts)
+    try:
+        text = _complete(call, req, args)
+    except ValueError as e:
+        if "context window" in str(e):  # the prompt does not fit in --n-ctx
+            raise UserError(f"{e}: shorten the prompt or raise --n-ctx") from None
+        raise
     elapsed = time.perf_counter() - t0
     print(_stats_line(spec.last_speculative), file=sys.stderr)
     if args.compare:
@@ -123,6 +137,24 @@ def _generate(args: argparse.Namespace) -> int:
         if not same and args.temperature <= 0 and not args.inexact:
             return 1
     return 0
+
+
+def _complete(call: Any, req: dict, args: argparse.Namespace) -> str:
+    """Runs the request, printing JSON or streaming the text; returns the text."""
+    if args.json:
+        out = call(**req)
+        text = out["choices"][0]["message"]["content"] if args.chat else out["choices"][0]["text"]
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        parts = []
+        for chunk in call(stream=True, **req):
+            choice = chunk["choices"][0]
+            piece = (choice["delta"].get("content") or "") if args.chat else choice["text"]
+            parts.append(piece)
+            print(piece, end="", flush=True)
+        print()
+        text = "".join(parts)
+    return text
 
 
 def _break_even(cost: list[float], k: int) -> float:
@@ -177,6 +209,9 @@ def _bench(args: argparse.Namespace) -> int:
 
     if args.rounds < 1:
         raise UserError("--rounds must be >= 1")
+    out_dir = Path(args.out)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {args.out}: exists and is not a directory (give a directory for the report)")
     if args.threads is not None and args.threads < 1:
         raise UserError("--threads must be >= 1")
     rounds = 1 if args.quick else args.rounds
@@ -199,13 +234,23 @@ def _bench(args: argparse.Namespace) -> int:
                             f"choose from {', '.join(METHODS + EXTRA_METHODS)}")
     if args.no_lookup:
         methods = [m for m in methods if m != "prompt lookup"]
+    try:  # before the long run: a report that cannot be written would lose it
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.TemporaryFile(dir=out_dir)
+        probe.close()
+    except OSError as e:
+        raise UserError(f"--out {args.out}: cannot write the report there: {e.strerror or e}") from None
     try:
-        md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=Path(args.out), threads=args.threads,
+        md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=out_dir, threads=args.threads,
                        methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
                        server_modes=args.server_modes.split(",") if args.server_modes else (),
                        command="ngramspec bench " + " ".join(sys.argv[2:]))
     except MissingMaterial as e:
         raise UserError(str(e)) from None
+    except ValueError as e:
+        if "chat template" in str(e):  # the model cannot run the chat workloads
+            raise UserError(f"--model {args.model}: {e}") from None
+        raise
     print(md.read_text())
     print(f"report written to {md}", file=sys.stderr)
     return 0
@@ -270,11 +315,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["serve"]:  # its settings are llama-cpp-python server's: server.py parses them
         return _serve(argv[1:])
     args = build_parser().parse_args(argv)
-    from .models import ModelFetchError
+    from .models import ModelFetchError, ModelLoadError
 
     try:
         return {"generate": _generate, "doctor": _doctor, "bench": _bench}[args.command](args)
-    except (UserError, ValueError, TypeError, NotImplementedError, ModelFetchError, FileNotFoundError) as e:
+    except (UserError, ModelFetchError, ModelLoadError) as e:
+        # Only mistakes in the user's input or environment end in one line; anything
+        # else is a bug in ngramspec and keeps its traceback.
         _err(f"error: {e}")
         return 2
     except KeyboardInterrupt:

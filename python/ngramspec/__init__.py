@@ -16,6 +16,9 @@ __all__ = [
     "SpeculativeLlama",
     "wrap",
     "NGramDraftModel",
+    "Memory",
+    "MemoryFileError",
+    "TokenizerMismatchError",
     "__version__",
 ]
 
@@ -29,6 +32,9 @@ _LAZY = {
     "SpeculativeLlama": "wrapper",
     "wrap": "wrapper",
     "NGramDraftModel": "draft_model",
+    "Memory": "memory",
+    "MemoryFileError": "memory",
+    "TokenizerMismatchError": "memory",
 }
 
 

@@ -1,0 +1,565 @@
+"""Memory across requests: a bounded store of earlier outputs and primed text,
+and the proposer that drafts from it.
+
+Every generation otherwise starts from nothing: the n-gram tables and the copy
+matcher see only this request's prompt and output. Real use repeats itself
+across requests (an agent calling the same tools with the same JSON shapes, edit
+after edit of one file, extraction over many rows with one schema, a chat
+re-quoting code that has left the window). A ``Memory`` keeps that text:
+
+  * what it holds: the output of every generation that used it (with the last
+    ``prompt_tail`` tokens of its prompt in front, see below), and text it was
+    primed with (``prime``: strings, files, folders). Each is one document;
+    documents are never spliced into one draft.
+  * how it drafts: ``proposer_for(llm)`` gives a proposer (name "memory") that
+    matches the end of the current context (prompt + output so far) against the
+    stored documents, as the copy drafter does against the prompt, and drafts
+    what followed the longest match (C++ ``CorpusMatcher``).
+  * bounded: ``max_tokens`` (default 1,000,000, about 16 MiB of index) counts
+    stored tokens; past it the oldest are dropped (the newest three quarters of
+    the budget are kept). Text primed before the memory knows its tokenizer is
+    kept as text, at most 8 characters per budget token, oldest dropped first.
+  * isolated by default: each wrapper or engine gets its own memory unless the
+    caller passes the same ``Memory`` to several; then they share it, from any
+    threads (the store is locked). What one request adds can change another's
+    speed, never its output: every draft token is verified.
+  * persistent: ``save(path)`` / ``Memory.load(path)``, a versioned file with a
+    SHA-256 checksum, written atomically (temporary file, fsync, rename). The
+    file carries the tokenizer's fingerprint (vocabulary size and a hash of every
+    token's text); binding the memory to a model with another tokenizer raises
+    ``TokenizerMismatchError`` naming both.
+
+Why the prompt tail: a document that starts with the output itself cannot draft
+the output's first tokens of a later request (there is nothing before them to
+match), and those are often the repeated part (the opening of a tool call after
+the same chat-template header). ``prompt_tail=0`` stores outputs alone;
+``prompt_tail=-1`` stores whole prompts too (they mostly repeat the current
+prompt, which the copy drafter already sees, and they crowd outputs out of the
+budget).
+
+Tokenization: token ids are tokenizer-specific, so primed text is tokenized with
+the model the memory is bound to (``proposer_for`` binds it). Text primed before
+any binding, or while no bound model is alive, is kept as text (and saved as
+text) until the next ``proposer_for``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+import threading
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Optional, Sequence, Union
+
+import numpy as np
+
+from ._core import CorpusMatcher
+from .proposer import EMPTY_TOKENS, Proposal
+
+__all__ = ["MEMORY_PRIORS", "Memory", "MemoryFileError", "MemoryProposer", "PrimeReport",
+           "TokenizerFingerprint", "TokenizerMismatchError", "memory_source", "tokenizer_fingerprint"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+DEFAULT_MAX_TOKENS = 1_000_000
+FORMAT_VERSION = 1
+_MAGIC = b"NGSPMEM\n"
+_PREFIX = struct.Struct("<8sII")  # magic, format version, header length
+_CHECKSUM_BYTES = 32
+# Text primed before binding is kept as text: at most this many characters per
+# budget token (a token is rarely longer), so it too stays O(budget).
+_PENDING_CHARS_PER_TOKEN = 8
+# Priming a folder skips names starting with "." and these.
+_SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "venv", "build", "dist"})
+_SNIFF_BYTES = 8192
+
+# Source buckets, as the copy drafter's: match lengths 2-3, 4-7, 8-15, 16-31, 32+,
+# each twice (a fresh match; one continuing a memory draft that agreed with all
+# the last pass emitted). The priors are guesses, not measured: a little below the
+# copy drafter's, because a match in another request's text is weaker evidence
+# than one in this request's prompt. The policy learns each bucket online.
+_BUCKETS = 5
+MEMORY_PRIORS = (0.25, 0.4, 0.55, 0.7, 0.8) + (0.55, 0.65, 0.75, 0.8, 0.85)
+
+
+class MemoryFileError(ValueError):
+    """A memory file that is not one, is corrupt or truncated, or has an unknown format."""
+
+
+class TokenizerMismatchError(ValueError):
+    """A memory's tokens belong to another tokenizer than the model's."""
+
+
+def memory_source(match_length: int, continuing: bool = False) -> int:
+    """The bucket (0..9) of a memory draft token that follows a backward match of this length."""
+    bucket = min(_BUCKETS - 1, max(0, match_length.bit_length() - 2))
+    return bucket + (_BUCKETS if continuing else 0)
+
+
+# --- the tokenizer's fingerprint -------------------------------------------------------
+
+@dataclass(frozen=True)
+class TokenizerFingerprint:
+    """Identifies a tokenizer: vocabulary size and SHA-256 of every token's text.
+    ``name`` (model family and tokenizer type) is for messages only."""
+    n_vocab: int
+    sha256: str
+    name: str = "unknown"
+
+    def same_tokenizer(self, other: "TokenizerFingerprint") -> bool:
+        return self.n_vocab == other.n_vocab and self.sha256 == other.sha256
+
+    def describe(self) -> str:
+        return f"'{self.name}' ({self.n_vocab} tokens, sha256 {self.sha256[:12]})"
+
+    def to_json(self) -> dict:
+        return {"n_vocab": self.n_vocab, "sha256": self.sha256, "name": self.name}
+
+    @staticmethod
+    def from_json(obj: Any) -> "TokenizerFingerprint":
+        return TokenizerFingerprint(int(obj["n_vocab"]), str(obj["sha256"]), str(obj.get("name", "unknown")))
+
+
+_fingerprints: "weakref.WeakKeyDictionary[Any, TokenizerFingerprint]" = weakref.WeakKeyDictionary()
+_fingerprints_lock = threading.Lock()
+
+
+def _token_texts(llm: Any):
+    """Each token's text as bytes. llama.cpp's own token text (the vocabulary entry)
+    where available, else the detokenized bytes (duck-typed models, tests)."""
+    n = int(llm.n_vocab())
+    model = getattr(llm, "_model", None)
+    vocab = getattr(model, "vocab", None)
+    if vocab is not None:
+        import llama_cpp
+
+        get = getattr(llama_cpp, "llama_vocab_get_text", None) or llama_cpp.llama_token_get_text
+        for i in range(n):
+            yield get(vocab, i) or b""
+    else:
+        for i in range(n):
+            yield bytes(llm.detokenize([i]))
+
+
+def _tokenizer_name(llm: Any) -> str:
+    meta = getattr(llm, "metadata", None) or {}
+    parts = [meta.get("tokenizer.ggml.model"), meta.get("tokenizer.ggml.pre")]
+    label = "/".join(p for p in parts if p) or "unknown"
+    model = meta.get("general.name")
+    return f"{label} of {model}" if model else label
+
+
+def tokenizer_fingerprint(llm: Any) -> TokenizerFingerprint:
+    """The fingerprint of ``llm``'s tokenizer (a ``llama_cpp.Llama``, or any object
+    with ``n_vocab()`` and ``detokenize``). Hashing every token text took 0.26 s
+    on Qwen2.5's 151,936 tokens and 0.07 s on SmolLM2's 49,152 (project machine,
+    llama_vocab_get_text; detokenize() per token was about 4x slower), so it is
+    cached per model object."""
+    with _fingerprints_lock:
+        try:
+            cached = _fingerprints.get(llm)
+        except TypeError:  # not weak-referenceable: no cache
+            cached = None
+    if cached is not None:
+        return cached
+    h = hashlib.sha256()
+    n = 0
+    for text in _token_texts(llm):
+        h.update(len(text).to_bytes(4, "little"))
+        h.update(text)
+        n += 1
+    fp = TokenizerFingerprint(n, h.hexdigest(), _tokenizer_name(llm))
+    with _fingerprints_lock:
+        try:
+            _fingerprints[llm] = fp
+        except TypeError:
+            pass
+    return fp
+
+
+# --- priming ---------------------------------------------------------------------------
+
+@dataclass
+class PrimeReport:
+    """What one ``prime`` call did. ``tokens``: tokens stored now (0 when the text
+    was kept as text until the memory is bound); ``pending``: documents kept as text."""
+    documents: int = 0
+    tokens: int = 0
+    pending: int = 0
+    files: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+
+
+def _read_text_file(path: Path, max_bytes: int) -> tuple[Optional[str], str]:
+    """(text, "") for a UTF-8 text file of at most max_bytes, else (None, why)."""
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            return None, f"larger than {max_bytes} bytes ({size})"
+        data = path.read_bytes()
+    except OSError as e:
+        return None, f"unreadable ({e.strerror or e})"
+    if b"\0" in data[:_SNIFF_BYTES]:
+        return None, "binary (NUL byte)"
+    try:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+
+
+def _walk_files(folder: Path) -> list[Path]:
+    """Files under folder, recursively, sorted, skipping hidden names, the usual
+    build and dependency folders, and symbolic links."""
+    out: list[Path] = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
+        for name in sorted(files):
+            p = Path(root) / name
+            if not name.startswith(".") and not p.is_symlink():
+                out.append(p)
+    return out
+
+
+# --- the memory ------------------------------------------------------------------------
+
+class Memory:
+    """A bounded store of earlier outputs and primed text, and its proposers.
+
+    max_tokens: the budget (default 1,000,000 tokens, ~16 MiB); the oldest text goes first.
+    anchor: tokens of the current context that must match for a stored position
+        to be a candidate (3: a 2-token match in a large store is usually chance).
+    max_candidates, max_match: as for ``SuffixMatcher``.
+    prompt_tail: tokens of each prompt stored in front of its output (module
+        docstring); 0: outputs only; -1: whole prompts.
+    max_file_bytes: ``prime(path=...)`` skips files larger than this.
+    """
+
+    def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, *, anchor: int = 3, max_candidates: int = 64,
+                 max_match: int = 64, prompt_tail: int = 16, max_file_bytes: int = 1 << 20) -> None:
+        if isinstance(prompt_tail, bool) or not isinstance(prompt_tail, int) or prompt_tail < -1:
+            raise ValueError(f"prompt_tail must be an int >= -1, got {prompt_tail!r}")
+        if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes < 1:
+            raise ValueError(f"max_file_bytes must be a positive int, got {max_file_bytes!r}")
+        self._corpus = CorpusMatcher(anchor=anchor, max_candidates=max_candidates, max_match=max_match,
+                                     max_tokens=max_tokens)
+        self.prompt_tail = prompt_tail
+        self.max_file_bytes = max_file_bytes
+        self._lock = threading.RLock()
+        self._fingerprint: Optional[TokenizerFingerprint] = None
+        self._model: Optional[weakref.ReferenceType] = None  # the latest bound model, for tokenizing
+        self._pending: deque[str] = deque()  # text primed before it could be tokenized
+        self._pending_chars = 0
+
+    # -- settings and state
+    @property
+    def max_tokens(self) -> int:
+        return self._corpus.max_tokens
+
+    @property
+    def max_match(self) -> int:
+        return self._corpus.max_match
+
+    @property
+    def fingerprint(self) -> Optional[TokenizerFingerprint]:
+        """The tokenizer of the stored tokens; None until first bound."""
+        return self._fingerprint
+
+    @property
+    def pending_documents(self) -> int:
+        """Documents primed as text and not yet tokenized."""
+        return len(self._pending)
+
+    @property
+    def memory_bytes(self) -> int:
+        return self._corpus.memory_bytes + self._pending_chars
+
+    @property
+    def corpus(self) -> np.ndarray:
+        """The stored tokens, oldest first, each document followed by -1."""
+        return self._corpus.corpus
+
+    def __len__(self) -> int:
+        """Stored tokens, document ends included (what max_tokens bounds)."""
+        return len(self._corpus)
+
+    def __repr__(self) -> str:
+        tok = self._fingerprint.describe() if self._fingerprint else "not bound"
+        return (f"Memory(max_tokens={self.max_tokens}, stored={len(self)}, pending={len(self._pending)}, "
+                f"tokenizer={tok})")
+
+    # -- binding to a model
+    def bind(self, llm: Any) -> TokenizerFingerprint:
+        """Ties the memory to ``llm``'s tokenizer (the first binding sets it; later
+        ones must match: ``TokenizerMismatchError`` otherwise) and tokenizes text
+        primed so far. ``proposer_for`` calls it."""
+        fp = tokenizer_fingerprint(llm)
+        with self._lock:
+            if self._fingerprint is None:
+                self._fingerprint = fp
+            elif not self._fingerprint.same_tokenizer(fp):
+                raise TokenizerMismatchError(
+                    f"this Memory holds tokens of tokenizer {self._fingerprint.describe()}, but the model "
+                    f"uses tokenizer {fp.describe()}; a memory works only with models that share its "
+                    f"tokenizer (use a new Memory, or the one saved for this model)")
+            try:
+                self._model = weakref.ref(llm)
+            except TypeError:
+                self._model = lambda: llm  # type: ignore[assignment]  # not weak-referenceable: keep it
+            pending, self._pending, self._pending_chars = list(self._pending), deque(), 0
+        for text in pending:
+            self._add_document(self._tokenize(llm, text))
+        return fp
+
+    def proposer_for(self, llm: Any) -> "MemoryProposer":
+        """A proposer drafting from this memory for generations on ``llm``: binds
+        the memory to its tokenizer first (``bind``). One proposer per engine or
+        wrapper; any number may share the memory."""
+        self.bind(llm)
+        return MemoryProposer(self)
+
+    @staticmethod
+    def _tokenize(llm: Any, text: str) -> list[int]:
+        return list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def _bound_model(self) -> Any:
+        return self._model() if self._model is not None else None
+
+    # -- adding text
+    def _add_document(self, tokens: Sequence[int]) -> int:
+        if len(tokens) == 0:
+            return 0
+        self._corpus.add(tokens)  # locked in C++
+        return len(tokens)
+
+    def add_tokens(self, tokens: Sequence[int]) -> None:
+        """Stores one document of token ids of the bound tokenizer (``RuntimeError``
+        before the memory is bound: its tokens would have no tokenizer)."""
+        if self._fingerprint is None:
+            raise RuntimeError("bind the Memory to a model (proposer_for or bind) before adding token ids")
+        self._add_document(tokens)
+
+    def _add_text(self, text: str, report: PrimeReport) -> None:
+        if not text:
+            return
+        with self._lock:
+            llm = self._bound_model()
+            if llm is None:
+                self._pending.append(text)
+                self._pending_chars += len(text)
+                limit = _PENDING_CHARS_PER_TOKEN * self.max_tokens
+                while self._pending_chars > limit and self._pending:
+                    self._pending_chars -= len(self._pending.popleft())
+                report.documents += 1
+                report.pending += 1
+                return
+        report.tokens += self._add_document(self._tokenize(llm, text))
+        report.documents += 1
+
+    def prime(self, text: Optional[Union[str, Sequence[str]]] = None, *,
+              path: Optional[Union[PathLike, Sequence[PathLike]]] = None) -> PrimeReport:
+        """Stores text the next requests are likely to repeat: ``text`` (a string
+        or a list of strings) and ``path`` (a file, or a folder read recursively;
+        or a list of them). Each string and file is one document.
+
+        Folders: files in sorted order; names starting with "." and the folders
+        __pycache__, node_modules, venv, build and dist are skipped, and so are
+        symbolic links. Any file is skipped (and listed in the report's
+        ``skipped`` with the reason) when it is larger than ``max_file_bytes``,
+        has a NUL byte in its first 8 KiB (binary), or is not UTF-8. A missing
+        path raises ``FileNotFoundError``. Text beyond the budget evicts the
+        oldest, so from a folder larger than the budget the last files stay.
+
+        Before the memory is bound to a model, text is kept as text (see the
+        module docstring) and ``tokens`` in the report is 0."""
+        report = PrimeReport()
+        texts = [text] if isinstance(text, str) else list(text or [])
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"text must be a str or a list of str, got {type(t).__name__}")
+            self._add_text(t, report)
+        paths = [path] if isinstance(path, (str, os.PathLike)) else list(path or [])
+        for p in paths:
+            p = Path(p)
+            if not p.exists():
+                raise FileNotFoundError(f"prime: no such file or folder: {p}")
+            files = _walk_files(p) if p.is_dir() else [p]
+            for f in files:
+                content, why = _read_text_file(f, self.max_file_bytes)
+                if content is None:
+                    report.skipped.append((str(f), why))
+                    continue
+                self._add_text(content, report)
+                report.files.append(str(f))
+        return report
+
+    def clear(self) -> None:
+        """Forgets every stored token and pending text (the tokenizer binding stays)."""
+        with self._lock:
+            self._corpus.clear()
+            self._pending.clear()
+            self._pending_chars = 0
+
+    # -- drafting
+    def predict(self, context: Sequence[int], k: int) -> tuple[np.ndarray, int]:
+        """(draft, match_length): up to k tokens that followed the longest match of
+        the end of ``context`` in the stored documents; (empty, 0) if none."""
+        return self._corpus.predict(context[-self._corpus.max_match:], k)
+
+    # -- persistence
+    def save(self, path: PathLike) -> None:
+        """Writes the memory to ``path`` atomically: a temporary file in the same
+        folder, flushed and fsynced, then renamed over ``path``."""
+        path = Path(path)
+        with self._lock:
+            header = {
+                "format": FORMAT_VERSION,
+                "max_tokens": self.max_tokens,
+                "anchor": self._corpus.anchor,
+                "max_candidates": self._corpus.max_candidates,
+                "max_match": self._corpus.max_match,
+                "prompt_tail": self.prompt_tail,
+                "max_file_bytes": self.max_file_bytes,
+                "tokenizer": self._fingerprint.to_json() if self._fingerprint else None,
+                "pending": list(self._pending),
+            }
+            tokens = self._corpus.corpus.astype("<i4")
+        header["n_tokens"] = int(tokens.size)
+        head = json.dumps(header, ensure_ascii=False).encode("utf-8")
+        body = _PREFIX.pack(_MAGIC, FORMAT_VERSION, len(head)) + head + tokens.tobytes()
+        data = body + hashlib.sha256(body).digest()
+        folder = path.parent if str(path.parent) else Path(".")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        try:  # make the rename itself durable (not possible on every platform)
+            dir_fd = os.open(folder, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(dir_fd)
+        except OSError:
+            pass
+        finally:
+            os.close(dir_fd)
+
+    @classmethod
+    def load(cls, path: PathLike, *, max_tokens: Optional[int] = None) -> "Memory":
+        """Reads a file written by ``save``. ``MemoryFileError`` when it is not a
+        memory file, is corrupt or truncated (checksum), or has a newer format.
+        ``max_tokens`` overrides the saved budget (a smaller one keeps the newest).
+        The tokenizer is checked when the memory is bound (``proposer_for``)."""
+        path = Path(path)
+        data = path.read_bytes()
+        where = f"memory file {str(path)!r}"
+        if len(data) < _PREFIX.size + _CHECKSUM_BYTES:
+            if data[:len(_MAGIC)] != _MAGIC[:len(data)]:
+                raise MemoryFileError(f"{where} is not an ngramspec memory file")
+            raise MemoryFileError(f"{where} is truncated ({len(data)} bytes)")
+        magic, version, head_len = _PREFIX.unpack_from(data)
+        if magic != _MAGIC:
+            raise MemoryFileError(f"{where} is not an ngramspec memory file")
+        if version != FORMAT_VERSION:
+            raise MemoryFileError(f"{where} has format {version}; this ngramspec reads format {FORMAT_VERSION}")
+        body, checksum = data[:-_CHECKSUM_BYTES], data[-_CHECKSUM_BYTES:]
+        if hashlib.sha256(body).digest() != checksum:
+            raise MemoryFileError(f"{where} is corrupt or truncated (checksum mismatch)")
+        start = _PREFIX.size
+        try:
+            header = json.loads(body[start:start + head_len].decode("utf-8"))
+            n_tokens = int(header["n_tokens"])
+            settings = {k: int(header[k]) for k in ("max_tokens", "anchor", "max_candidates", "max_match",
+                                                     "prompt_tail", "max_file_bytes")}
+            fingerprint = (TokenizerFingerprint.from_json(header["tokenizer"])
+                           if header.get("tokenizer") is not None else None)
+            pending = [str(t) for t in header.get("pending", [])]
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+            raise MemoryFileError(f"{where} has a malformed header ({e})") from None
+        payload = body[start + head_len:]
+        if len(payload) != 4 * n_tokens:
+            raise MemoryFileError(f"{where} holds {len(payload)} bytes of tokens, its header says {4 * n_tokens}")
+        tokens = np.frombuffer(payload, dtype="<i4").astype(np.int32)
+        if max_tokens is not None:
+            settings["max_tokens"] = max_tokens
+        mem = cls(settings.pop("max_tokens"), **settings)
+        mem._fingerprint = fingerprint
+        # Documents are the runs between -1 markers; a leading -1 (left by eviction) is dropped.
+        ends = np.flatnonzero(tokens == -1)
+        if (tokens < -1).any() or (tokens.size and (ends.size == 0 or ends[-1] != tokens.size - 1)):
+            raise MemoryFileError(f"{where} holds malformed token data")
+        start_doc = 0
+        for end in ends.tolist():
+            mem._corpus.add(tokens[start_doc:end])
+            start_doc = end + 1
+        for text in pending:
+            mem._pending.append(text)
+            mem._pending_chars += len(text)
+        return mem
+
+
+class MemoryProposer:
+    """Drafts from a ``Memory`` what followed the longest match of the current
+    context (prompt + accepted output) in the stored documents; stores this
+    generation's output (after the prompt's last ``prompt_tail`` tokens) in the
+    memory when it ends. One per engine or wrapper (it holds one generation's
+    context); the Memory behind it may be shared."""
+
+    name: ClassVar[str] = "memory"
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self.source_priors: Sequence[float] = MEMORY_PRIORS
+        self.source_base = 0
+        self._keep = memory.max_match  # only the context's last max_match tokens can matter
+        self._context: list[int] = []
+        self._prompt_tail: list[int] = []
+        self._continuing = False
+        self._last: np.ndarray = EMPTY_TOKENS  # the latest draft, until the next accept
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        prompt = [int(t) for t in prompt]
+        tail = self.memory.prompt_tail
+        self._prompt_tail = prompt if tail < 0 else (prompt[-tail:] if tail else [])
+        self._context = prompt[-self._keep:]
+        self._continuing, self._last = False, EMPTY_TOKENS
+
+    def propose(self, k: int) -> Proposal:
+        if k <= 0:
+            return Proposal.none(self.name)
+        draft, match = self.memory.predict(self._context, k)
+        self._last = draft
+        if len(draft) == 0:
+            return Proposal.none(self.name)
+        base = self.source_base
+        return Proposal(draft, [base + memory_source(match + i, self._continuing or i > 0) for i in range(len(draft))],
+                        self.name, match)
+
+    def accept(self, tokens: Sequence[int]) -> None:
+        tokens = [int(t) for t in tokens]
+        n = min(len(self._last), len(tokens))
+        self._continuing = len(self._last) > 0 and all(int(self._last[i]) == tokens[i] for i in range(n))
+        self._last = EMPTY_TOKENS
+        self._context.extend(tokens)
+        if len(self._context) > 2 * self._keep:  # trim now and then, not on every token
+            del self._context[:-self._keep]
+
+    def end(self, output: Sequence[int]) -> None:
+        output = [int(t) for t in output]
+        if output:
+            self.memory.add_tokens(self._prompt_tail + output)
+        self._context, self._prompt_tail = [], []
+        self._continuing, self._last = False, EMPTY_TOKENS

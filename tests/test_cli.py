@@ -103,6 +103,8 @@ def test_bench_quick_writes_a_well_formed_report(tmp_path: Path):
     (["generate", "--max-tokens", "many"], "invalid int value"),
     (["bench", "--rounds", "0"], "must be >= 1"),
     (["bench", "--threads", "0"], "--threads must be >= 1"),
+    (["doctor", "--threads", "0"], "--threads must be >= 1"),
+    (["doctor", "--max-batch", "0"], "--max-batch must be >= 1"),
     (["bench", "--server-modes", "ngram-fast"], "unknown mode(s) ['ngram-fast']"),
     (["bench", "--llama-server", "/no/such/llama-server"], "no such file"),
     (["bench", "--methods", "plain,ngramspec turbo"], "unknown ['ngramspec turbo']"),

@@ -92,8 +92,6 @@ def _generate(args: argparse.Namespace) -> int:
         raise UserError("--max-tokens must be >= 1")
     if args.max_draft is not None and args.max_draft < 0:
         raise UserError("--max-draft must be >= 0")
-    if args.threads is not None and args.threads < 1:
-        raise UserError("--threads must be >= 1")
     if args.n_ctx != 0 and args.n_ctx < 32:
         raise UserError("--n-ctx must be 0 (the model's training context) or >= 32")
     prompt = _read_prompt(args)
@@ -212,8 +210,6 @@ def _bench(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {args.out}: exists and is not a directory (give a directory for the report)")
-    if args.threads is not None and args.threads < 1:
-        raise UserError("--threads must be >= 1")
     rounds = 1 if args.quick else args.rounds
     from .suite.server import MODES
 
@@ -310,6 +306,15 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _check_shared_args(args: argparse.Namespace) -> None:
+    """Lower bounds of the numeric options that several commands share; each
+    command checks its own further limits."""
+    for name in ("threads", "max_batch"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be >= 1")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve"]:  # its settings are llama-cpp-python server's: server.py parses them
@@ -318,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .models import ModelFetchError, ModelLoadError
 
     try:
+        _check_shared_args(args)
         return {"generate": _generate, "doctor": _doctor, "bench": _bench}[args.command](args)
     except (UserError, ModelFetchError, ModelLoadError) as e:
         # Only mistakes in the user's input or environment end in one line; anything

@@ -459,3 +459,78 @@ def test_load_draft_model(smollm2_path, target):
         load_draft_model("no-such-model", target)
     with pytest.raises(TypeError):
         load_draft_model(3, target)
+
+
+# -- CostlyGate: when the draft model is worth calling ------------------------------------
+class _FakeCost:
+    def __init__(self, single=float("nan"), slope=0.4, n=10):
+        self.single_seconds = single
+        self.costs = [1.0 + slope * (b - 1) for b in range(n + 1)]
+
+
+class _FakePolicy:
+    def __init__(self, acceptance, single=float("nan")):
+        self._acceptance_list = list(acceptance)
+        self.cost = _FakeCost(single)
+
+
+class _FakeDraft:
+    def __init__(self, size_ratio=0.1, seconds_per_token=None, n_buckets=3):
+        self.size_ratio, self.spt, self.n_buckets, self.source_base = size_ratio, seconds_per_token, n_buckets, 2
+
+    def planned_sources(self, k):
+        return [self.source_base + min(i, self.n_buckets - 1) for i in range(k)]
+
+    def expected_seconds(self, k):
+        return None if self.spt is None else k * self.spt
+
+
+def test_gate_calls_a_cheap_accurate_draft():
+    from ngramspec.model_proposer import CostlyGate
+
+    allowed = np.ones(10, dtype=bool)
+    policy = _FakePolicy([0.0, 0.0, 0.9, 0.9, 0.9])
+    gate = CostlyGate()
+    # Priced by size before timings: 1 + sum 0.9^i over 1 + 0.4 j + 0.1 j peaks at j = 3.
+    assert gate.plan(_FakeDraft(size_ratio=0.1), policy, allowed, 8) == 3
+    assert gate.plan(_FakeDraft(size_ratio=0.01), _FakePolicy([0, 0, .99, .99, .99]), allowed, 8) == 8
+    # Timed: a draft token costs a fifth of a target token -> 2 tokens pay best;
+    # at half a target token nothing pays.
+    policy.cost.single_seconds = 0.01
+    assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8) == 2
+    assert gate.plan(_FakeDraft(seconds_per_token=0.005), policy, allowed, 8) == 0
+    # A better alternative this pass (e.g. a long copy) -> refused.
+    assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8, best_other=3.0) == 0
+    # Only allowed batch sizes: verify at most 3 tokens (batch 4).
+    allowed[5:] = False
+    assert gate.plan(_FakeDraft(size_ratio=0.01), policy, allowed, 8) <= 3
+
+
+def test_gate_probes_a_refused_draft_once_per_interval():
+    from ngramspec.model_proposer import CostlyGate
+
+    allowed = np.ones(10, dtype=bool)
+    policy = _FakePolicy([0.0, 0.0, 0.9, 0.9, 0.9])
+    gate = CostlyGate(probe_interval=32, probe_tokens=4)
+    as_big = _FakeDraft(size_ratio=1.0)  # as costly as the target: never pays
+    calls = [gate.plan(as_big, policy, allowed, 8) for _ in range(100)]
+    assert [i for i, n in enumerate(calls) if n] == [31, 63, 95]
+    assert set(calls) == {0, 4} and gate.probes == 3 and gate.refusals == 100
+
+
+def test_gate_without_a_cost_model_always_calls():
+    from ngramspec.model_proposer import CostlyGate
+
+    class Eager:
+        pass
+
+    assert CostlyGate().plan(_FakeDraft(size_ratio=1.0), Eager(), np.ones(10, dtype=bool), 5) == 5
+    assert CostlyGate().plan(_FakeDraft(), Eager(), np.ones(10, dtype=bool), 0) == 0
+    with pytest.raises(ValueError):
+        CostlyGate(probe_interval=0)
+
+
+def test_planned_sources_match_the_proposal(proposer, target):
+    proposer.source_base = 5
+    proposer.begin(tok(target, PROMPTS[0]))
+    assert proposer.planned_sources(10) == proposer.propose(10).sources

@@ -41,8 +41,8 @@ from . import _llama
 from .proposer import EMPTY_TOKENS, Proposal
 from .sampling import SamplingParams, position_uniform, sample, target_distribution
 
-__all__ = ["DEFAULT_DRAFT_PRIOR", "DRAFT_STREAM", "N_DRAFT_BUCKETS", "DraftModelProposer",
-           "check_compatible", "load_draft_model", "memory_report"]
+__all__ = ["DEFAULT_DRAFT_PRIOR", "DRAFT_STREAM", "N_DRAFT_BUCKETS", "PROBE_INTERVAL", "CostlyGate",
+           "DraftModelProposer", "check_compatible", "load_draft_model", "memory_report"]
 
 # The stream of position_uniform the draft model samples with. The target's
 # verification uses stream 0 (plain draws, residual and bonus tokens) and stream 1
@@ -51,6 +51,10 @@ DRAFT_STREAM = 2
 N_DRAFT_BUCKETS = 8
 DEFAULT_DRAFT_PRIOR = 0.7
 _EMA = 0.2
+# A costly proposer the policy refuses is still called once every PROBE_INTERVAL
+# passes, so that it is noticed when the text becomes one it drafts well.
+PROBE_INTERVAL = 32
+PROBE_TOKENS = 4
 # Catch-ups longer than this (after the policy skipped the draft model for a while,
 # or a long prompt prefilled lazily) are timed apart from the per-token average.
 _SHORT_CATCHUP = 2
@@ -411,6 +415,12 @@ class DraftModelProposer:
         self._fresh = -1
 
     # -- pricing ----------------------------------------------------------------
+    def planned_sources(self, k: int) -> list[int]:
+        """The sources a proposal of ``k`` tokens will carry, known before it is made
+        (they depend on positions only), so it can be priced before it is paid for."""
+        last, base = self.n_buckets - 1, self.source_base
+        return [base + (i if i < last else last) for i in range(max(0, k))]
+
     def expected_seconds(self, k: int) -> Optional[float]:
         """Estimated seconds to propose ``k`` tokens now (catch-up included); None
         before anything was measured (use ``size_ratio`` x a target token then)."""
@@ -429,3 +439,79 @@ class DraftModelProposer:
     def memory(self) -> dict[str, int]:
         """``memory_report(draft, target)``."""
         return memory_report(self.draft, self.target)
+
+
+class CostlyGate:
+    """Whether, and for how many tokens, to call a costly proposer (one whose
+    ``propose`` runs a model) this pass, decided before it is called.
+
+    The expected tokens of a k-token draft, 1 + sum_j prod_{i<=j} a(source_i)
+    (the policy's acceptance per source; the bonus token counts 1), are divided
+    by what the pass costs in single-token target decodes: r(k + 1) for the
+    verify batch plus the draft's ``expected_seconds(k)`` over the target's
+    measured one-token time (before that is known, ``size_ratio`` x k). The
+    proposer is called for the k with the best score if that score beats
+    ``best_other`` (the best the other proposers offer this pass; plain decoding
+    scores 1). Otherwise it is refused, and a refused proposer is called at most
+    once every ``probe_interval`` passes (``PROBE_TOKENS`` tokens), so its
+    acceptance (verified or scored in hindsight) and its cost stay current.
+    Without a cost model (an eager policy) it is always called.
+
+    Exactness with a sampled draft: the choice uses sources (draft positions)
+    and costs only, never the draft tokens or their q, so whether and how much
+    of a sampled draft is verified does not depend on the sampled values."""
+
+    def __init__(self, probe_interval: int = PROBE_INTERVAL, probe_tokens: int = PROBE_TOKENS) -> None:
+        if probe_interval < 1 or probe_tokens < 1:
+            raise ValueError("probe_interval and probe_tokens must be >= 1")
+        self.probe_interval = int(probe_interval)
+        self.probe_tokens = int(probe_tokens)
+        self.refused = 0      # passes since the proposer was last called
+        self.calls = 0
+        self.probes = 0
+        self.refusals = 0
+
+    def plan(self, proposer: Any, policy: Any, allowed: np.ndarray, k: int, best_other: float = 1.0) -> int:
+        """Tokens to ask ``proposer`` for this pass (0: do not call it)."""
+        if k <= 0:
+            return 0
+        cost = getattr(policy, "cost", None)
+        acceptance = getattr(policy, "_acceptance_list", None)
+        if cost is None or acceptance is None:  # eager: no prices
+            self.calls += 1
+            return k
+        single = getattr(cost, "single_seconds", float("nan"))
+        costs = cost.costs
+        sources = proposer.planned_sources(k)
+        best_k, best = 0, float(best_other)
+        reach = expected = 1.0
+        for j in range(1, k + 1):
+            reach *= acceptance[sources[j - 1]]
+            expected += reach
+            if j + 1 < len(allowed) and allowed[j + 1]:
+                seconds = proposer.expected_seconds(j)
+                if seconds is None or not single > 0:
+                    draft_cost = proposer.size_ratio * j
+                else:
+                    draft_cost = seconds / single
+                score = expected / (costs[j + 1] + draft_cost)
+                if score > best:
+                    best_k, best = j, score
+        if best_k:
+            self.refused = 0
+            self.calls += 1
+            return best_k
+        self.refused += 1
+        self.refusals += 1
+        if self.refused >= self.probe_interval:
+            self.refused = 0
+            self.probes += 1
+            self.calls += 1
+            n = min(k, self.probe_tokens)
+            while n > 0 and not (n + 1 < len(allowed) and allowed[n + 1]):
+                n -= 1
+            return n
+        return 0
+
+    def new_generation(self) -> None:
+        self.refused = 0

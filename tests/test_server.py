@@ -119,12 +119,12 @@ def test_greedy_chat_equals_plain_llama(server, llm):
     client = server.client()
     # Both cold (FACTS.md 3c): a fresh server context and a reset Llama.
     llm.reset()
-    plain = llm.create_chat_completion(CHAT, max_tokens=48, temperature=0)["choices"][0]["message"]["content"]
-    got = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=48, temperature=0)
+    plain = llm.create_chat_completion(CHAT, max_tokens=32, temperature=0)["choices"][0]["message"]["content"]
+    got = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=32, temperature=0)
     assert _chat_text(got) == plain
     # Both warm, each with this same conversation (and the same answer) cached.
-    plain2 = llm.create_chat_completion(CHAT, max_tokens=48, temperature=0)["choices"][0]["message"]["content"]
-    got2 = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=48, temperature=0)
+    plain2 = llm.create_chat_completion(CHAT, max_tokens=32, temperature=0)["choices"][0]["message"]["content"]
+    got2 = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=32, temperature=0)
     assert _chat_text(got2) == plain2 == plain
     _check_stats(got2, got2.usage.completion_tokens)
     assert got2.usage.completion_tokens_details.accepted_prediction_tokens == 0
@@ -147,9 +147,9 @@ def test_models_and_health(server):
 
 def test_streamed_equals_non_streamed(server):
     client = server.client()
-    full = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=40, temperature=0)
+    full = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=24, temperature=0)
     parts, chunks = [], []
-    for chunk in client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=40, temperature=0,
+    for chunk in client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=24, temperature=0,
                                                 stream=True, stream_options={"include_usage": True}):
         chunks.append(chunk)
         if chunk.choices and chunk.choices[0].delta.content:
@@ -162,11 +162,11 @@ def test_streamed_equals_non_streamed(server):
     assert chunks[-1].usage.completion_tokens_details.accepted_prediction_tokens == 0
     assert _extra(finish[0], "timings")["predicted_n"] == full.usage.completion_tokens
 
-    text = client.completions.create(model=ALIAS, prompt=CODE, max_tokens=30, temperature=0).choices[0].text
-    streamed = [c for c in client.completions.create(model=ALIAS, prompt=CODE, max_tokens=30, temperature=0,
+    text = client.completions.create(model=ALIAS, prompt=CODE, max_tokens=20, temperature=0).choices[0].text
+    streamed = [c for c in client.completions.create(model=ALIAS, prompt=CODE, max_tokens=20, temperature=0,
                                                      stream=True)]
     assert "".join(c.choices[0].text for c in streamed) == text
-    assert _extra(streamed[-1], "timings")["predicted_n"] == 30
+    assert _extra(streamed[-1], "timings")["predicted_n"] == 20
     assert streamed[-1].usage.completion_tokens_details.accepted_prediction_tokens == 0
 
 
@@ -178,15 +178,15 @@ def _wrapper_takes_prediction() -> bool:
 
 def test_prediction(server):
     client = server.client()
-    base = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=40, temperature=0)
     if not _wrapper_takes_prediction():
         r = server.post("/v1/chat/completions", json.dumps({
             "messages": CHAT, "max_tokens": 8, "temperature": 0, "prediction": {"type": "content", "content": "x"}}))
         assert r.status_code == 400 and r.json()["error"]["code"] == "unsupported_parameter"
         pytest.skip("SpeculativeLlama.create_completion has no prediction= yet")
+    base = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=24, temperature=0)
     text = _chat_text(base)
     # A right prediction: same text, its tokens accepted.
-    good = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=40, temperature=0,
+    good = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=24, temperature=0,
                                           prediction={"type": "content", "content": text})
     assert _chat_text(good) == text
     d = good.usage.completion_tokens_details
@@ -195,7 +195,7 @@ def test_prediction(server):
     assert d.accepted_prediction_tokens <= good.usage.completion_tokens
     # A wrong prediction, as a list of text parts: same text, something rejected.
     bad = client.chat.completions.create(
-        model=ALIAS, messages=CHAT, max_tokens=40, temperature=0,
+        model=ALIAS, messages=CHAT, max_tokens=24, temperature=0,
         prediction={"type": "content", "content": [{"type": "text", "text": "Bananas are yellow. " * 4}]})
     assert _chat_text(bad) == text
     assert bad.usage.completion_tokens_details.rejected_prediction_tokens > 0
@@ -219,6 +219,7 @@ LONG_PROMPT = "hello " * (N_CTX + 200)
 BAD = {
     "malformed JSON": ("/v1/completions", '{"prompt": "hi", "max_tokens": 4'),
     "not an object": ("/v1/chat/completions", '["hi"]'),
+    "malformed JSON, llama-cpp-python's own route": ("/extras/tokenize", '{"input": '),
     "prompt of the wrong type": ("/v1/completions", {"prompt": 5, "max_tokens": 4}),
     "max_tokens not a number": ("/v1/completions", {"prompt": "hi", "max_tokens": "many"}),
     "temperature not a number": ("/v1/chat/completions", {"messages": CHAT, "temperature": "hot"}),
@@ -329,6 +330,7 @@ def _start_long_stream(server):
 def test_disconnect_mid_stream(server):
     client = server.client()
     ref = client.completions.create(model=ALIAS, prompt=CODE, max_tokens=24, temperature=0).choices[0].text
+    cancelled = httpx.get(server.base + "/health", timeout=10).json()["cancelled_streams"]
     stream, it, _ = _start_long_stream(server)
     for _ in range(3):
         next(it)
@@ -338,7 +340,8 @@ def test_disconnect_mid_stream(server):
     # The cancelled generation's own prompt, answered from the now-coherent cache.
     short = client.completions.create(model=ALIAS, prompt="Once upon a time", max_tokens=8, temperature=0)
     assert short.usage.completion_tokens == 8
-    assert httpx.get(server.base + "/health", timeout=10).json()["pending"] == 0
+    health = httpx.get(server.base + "/health", timeout=10).json()
+    assert health["pending"] == 0 and health["cancelled_streams"] == cancelled + 1  # stopped, not run to its end
 
 
 def test_queue_full_is_503(server):

@@ -268,6 +268,7 @@ class _State:
         self.interrupt = bool(server_settings.interrupt_requests)
         self.pending = 0
         self.served = 0
+        self.cancelled = 0  # streams that ended before their end: the client went away (or was interrupted)
         params = inspect.signature(proxy.wrapper.create_completion).parameters
         chat_params = inspect.signature(proxy.wrapper.create_chat_completion).parameters
         self.takes_prediction = "prediction" in params and "prediction" in chat_params
@@ -310,7 +311,7 @@ def _kwargs(body: Any, chat: bool, state: _State) -> Dict[str, Any]:
         if not state.takes_prediction:
             raise ClientError(400, "prediction (predicted outputs) is not supported by this ngramspec version",
                               param="prediction", code="unsupported_parameter")
-        kwargs["prediction"] = body.prediction.text()
+        kwargs["prediction"] = body.prediction.model_dump()  # OpenAI's shape, checked by the request type
     return kwargs
 
 
@@ -391,6 +392,7 @@ class _StreamAnswer(Response):
     def __init__(self, state: _State, body: Any, kwargs: Dict[str, Any], chat: bool) -> None:
         super().__init__()
         self.state, self.body, self.kwargs, self.chat = state, body, kwargs, chat
+        self.finished = False  # the generation ran to its end
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -413,6 +415,8 @@ class _StreamAnswer(Response):
                                               ping_message_factory=llama_app._ping_message_factory)(
                         scope, receive, send)
                 finally:
+                    if not self.finished:
+                        self.state.cancelled += 1
                     with anyio.CancelScope(shield=True):
                         await run_in_threadpool(_close, iterator)
         finally:
@@ -428,18 +432,21 @@ class _StreamAnswer(Response):
                 last = _finish(chunk, stats)
             yield {"data": json.dumps(chunk)}
             if self.state.interrupt and llama_app.llama_outer_lock.locked():
-                break
+                yield {"data": "[DONE]"}
+                return
             try:
                 chunk = await run_in_threadpool(next, iterator, _END)
             except Exception as exc:  # mid-stream: the status is sent already; an error event, then the end
                 err = _as_client_error(exc, self.body)
-                message = err.error if isinstance(err, ClientError) else {
-                    "message": str(exc), "type": "internal_server_error", "param": None, "code": None}
-                yield {"data": json.dumps({"error": message})}
+                if not isinstance(err, ClientError):
+                    err = _internal_error(exc)
+                self.finished = True
+                yield {"data": json.dumps({"error": err.error})}
                 return
         if include_usage and last is not None:
             yield {"data": json.dumps({k: last[k] for k in ("id", "object", "created", "model") if k in last}
                                       | {"choices": [], "usage": last["usage"], "timings": last["timings"]})}
+        self.finished = True
         yield {"data": "[DONE]"}
 
 
@@ -481,12 +488,28 @@ def _router() -> Any:
     async def health(request: Request) -> Any:
         state: _State = request.app.state.ngramspec
         return {"status": "ok", "model": state.proxy.alias, "pending": state.pending,
-                "max_queue": state.options.max_queue, "served": state.served, "exact": state.options.exact}
+                "max_queue": state.options.max_queue, "served": state.served, "cancelled_streams": state.cancelled,
+                "exact": state.options.exact}
 
     return router
 
 
 _REPLACED = {"/v1/completions", "/v1/engines/copilot-codex/completions", "/v1/chat/completions"}
+
+
+def _reroute(router: APIRouter) -> None:
+    """llama-cpp-python's router (a module global that create_app includes): its
+    completion routes removed (ours replace them), the others (/v1/models,
+    /v1/embeddings, /extras/*) kept, with their endpoints, but given our route class
+    so that a malformed body is a 400 there too (theirs answers it with a 500)."""
+    fresh = APIRouter(route_class=_route_class())
+    for r in router.routes:
+        if not isinstance(r, APIRoute) or r.path in _REPLACED:
+            continue
+        fresh.add_api_route(r.path, r.endpoint, methods=sorted(r.methods), dependencies=list(r.dependencies),
+                            summary=r.summary, tags=r.tags, response_model=r.response_model,
+                            responses=r.responses, include_in_schema=r.include_in_schema, name=r.name)
+    router.routes[:] = fresh.routes
 
 
 def create_app(server_settings: Any, model_settings: Any, options: Optional[ServeOptions] = None,
@@ -496,9 +519,7 @@ def create_app(server_settings: Any, model_settings: Any, options: Optional[Serv
     options = options or ServeOptions()
     if os.environ.get("CONFIG_FILE"):
         raise UserError("CONFIG_FILE (llama-cpp-python's multi-model config) is not supported by ngramspec serve")
-    # llama-cpp-python's router (a module global that create_app includes), less the
-    # completion routes that ours replace.
-    llama_app.router.routes[:] = [r for r in llama_app.router.routes if getattr(r, "path", None) not in _REPLACED]
+    _reroute(llama_app.router)
     app = llama_app.create_app(server_settings=server_settings, model_settings=[model_settings])
     llm = llama_app._llama_proxy()  # the Llama its LlamaProxy loaded with every setting applied
     wrapper = _wrap(llm, options)

@@ -534,3 +534,15 @@ def test_planned_sources_match_the_proposal(proposer, target):
     proposer.source_base = 5
     proposer.begin(tok(target, PROMPTS[0]))
     assert proposer.planned_sources(10) == proposer.propose(10).sources
+
+
+def test_draft_temperature(proposer, ref, target):
+    params = SamplingParams(temperature=0.8, seed=11)
+    prompt = tok(target, PROMPTS[1])
+    proposer.sampling, proposer.draft_temperature = params, 1.7
+    proposer.begin(prompt)
+    got = proposer.propose(1)
+    ids, probs = target_distribution(fresh_logits(ref, prompt), SamplingParams(temperature=1.7, seed=11), [])
+    np.testing.assert_allclose(got.draft_probs[0][1], probs, rtol=1e-12)
+    with pytest.raises(ValueError, match="draft_temperature"):
+        DraftModelProposer(proposer.draft, target, draft_temperature=0)

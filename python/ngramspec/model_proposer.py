@@ -32,6 +32,7 @@ is measured.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, ClassVar, Optional, Sequence
 
@@ -180,6 +181,9 @@ class DraftModelProposer:
     sample_draft: when the generation samples, draw drafts from q (True) or take
         the draft's argmax (False: one-hot q, so verification keeps the
         same-seed-same-tokens property of model-free drafts).
+    draft_temperature: sample drafts at this temperature instead of the
+        generation's (q then differs from the target's p even for a draft model
+        as good as the target; the output distribution is the target's either way).
     n_buckets: source buckets, one per draft position (the last one also covers
         every later position).
     prior: prior acceptance of every bucket.
@@ -192,7 +196,8 @@ class DraftModelProposer:
     costly: ClassVar[bool] = True
 
     def __init__(self, draft_llm: Any, target_llm: Any, *, sampling: Optional[SamplingParams] = None,
-                 sample_draft: bool = True, n_buckets: int = N_DRAFT_BUCKETS, prior: float = DEFAULT_DRAFT_PRIOR,
+                 sample_draft: bool = True, draft_temperature: Optional[float] = None,
+                 n_buckets: int = N_DRAFT_BUCKETS, prior: float = DEFAULT_DRAFT_PRIOR,
                  lazy_prefill: bool = False, check_tokenizer: bool = True) -> None:
         check_compatible(draft_llm, target_llm, check_tokenizer=check_tokenizer)
         if isinstance(n_buckets, bool) or not isinstance(n_buckets, (int, np.integer)) or n_buckets < 1:
@@ -203,6 +208,9 @@ class DraftModelProposer:
         self.target = target_llm
         self.sampling = sampling
         self.sample_draft = bool(sample_draft)
+        if draft_temperature is not None and not float(draft_temperature) > 0:
+            raise ValueError(f"draft_temperature must be > 0, got {draft_temperature!r}")
+        self.draft_temperature = None if draft_temperature is None else float(draft_temperature)
         self.lazy_prefill = bool(lazy_prefill)
         self.n_buckets = int(n_buckets)
         self.source_priors: Sequence[float] = (float(prior),) * self.n_buckets
@@ -368,6 +376,8 @@ class DraftModelProposer:
         logits = self._sync(need_logits=True)
         t1 = time.perf_counter()
         params = self.sampling if self.sample_draft else None
+        if params is not None and self.draft_temperature is not None:
+            params = dataclasses.replace(params, temperature=self.draft_temperature)
         tokens: list[int] = []
         q: Optional[list[tuple[np.ndarray, np.ndarray]]] = None
         penalties, history = False, []

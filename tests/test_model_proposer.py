@@ -546,3 +546,22 @@ def test_draft_temperature(proposer, ref, target):
     np.testing.assert_allclose(got.draft_probs[0][1], probs, rtol=1e-12)
     with pytest.raises(ValueError, match="draft_temperature"):
         DraftModelProposer(proposer.draft, target, draft_temperature=0)
+
+
+def test_as_draft_proposer(draft, target, smollm2_path):
+    from ngramspec.model_proposer import as_draft_proposer
+
+    prop = as_draft_proposer(draft, target, sample_draft=False)
+    assert isinstance(prop, DraftModelProposer) and prop.draft is draft and not prop.sample_draft
+    assert as_draft_proposer(prop, target) is prop
+    with pytest.raises(ValueError, match="another target"):
+        as_draft_proposer(prop, draft)
+    with pytest.raises(TypeError, match="draft_model must be"):
+        as_draft_proposer(3, target)
+    loaded = as_draft_proposer(smollm2_path, target)
+    assert loaded.draft is not target and loaded.draft.n_ctx() >= target.n_ctx()
+    loaded.draft.close()
+    prop.set_sampling(SamplingParams(seed=1))
+    assert prop.sampling.seed == 1
+    with pytest.raises(TypeError):
+        prop.set_sampling({"temperature": 1})

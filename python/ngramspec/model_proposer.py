@@ -43,7 +43,7 @@ from .proposer import EMPTY_TOKENS, Proposal
 from .sampling import SamplingParams, position_uniform, sample, target_distribution
 
 __all__ = ["DEFAULT_DRAFT_PRIOR", "DRAFT_STREAM", "N_DRAFT_BUCKETS", "PROBE_INTERVAL", "CostlyGate",
-           "DraftModelProposer", "check_compatible", "load_draft_model", "memory_report"]
+           "DraftModelProposer", "as_draft_proposer", "check_compatible", "load_draft_model", "memory_report"]
 
 # The stream of position_uniform the draft model samples with. The target's
 # verification uses stream 0 (plain draws, residual and bonus tokens) and stream 1
@@ -236,6 +236,13 @@ class DraftModelProposer:
         self.proposals = 0
         self.drafted_tokens = 0
         self.draft_seconds = 0.0
+
+    def set_sampling(self, sampling: Optional[SamplingParams]) -> None:
+        """The next generation's sampling parameters (None: greedy). The engine
+        calls it before ``begin``."""
+        if sampling is not None and not isinstance(sampling, SamplingParams):
+            raise TypeError("sampling must be a SamplingParams or None")
+        self.sampling = sampling
 
     # -- bookkeeping --------------------------------------------------------
     @property
@@ -449,6 +456,26 @@ class DraftModelProposer:
     def memory(self) -> dict[str, int]:
         """``memory_report(draft, target)``."""
         return memory_report(self.draft, self.target)
+
+
+def as_draft_proposer(draft_model: Any, target_llm: Any, **options: Any) -> DraftModelProposer:
+    """``SpeculativeEngine(draft_model=...)``'s argument as a proposer: a
+    ``DraftModelProposer`` (built for this target), a ``llama_cpp.Llama``, or a
+    GGUF path / model name (loaded with ``load_draft_model``)."""
+    import os
+
+    if isinstance(draft_model, DraftModelProposer):
+        if options:
+            raise TypeError("options apply when the draft model is a Llama or a path, not a DraftModelProposer")
+        if draft_model.target is not target_llm:
+            raise ValueError("this DraftModelProposer was built for another target Llama")
+        return draft_model
+    if isinstance(draft_model, (str, os.PathLike)):
+        draft_model = load_draft_model(draft_model, target_llm)
+    elif not _is_llama(draft_model):
+        raise TypeError("draft_model must be a llama_cpp.Llama, a GGUF path, a model name or a DraftModelProposer, "
+                        f"got {type(draft_model).__name__}")
+    return DraftModelProposer(draft_model, target_llm, **options)
 
 
 class CostlyGate:

@@ -1,13 +1,57 @@
 """The verify-cost curve r(B): the time of one llama_decode of B tokens (logits
-on every row, as verification needs) divided by the time of one token."""
+on every row, as verification needs) divided by the time of one token.
+
+Two ways to get it:
+
+- ``measure_verify_cost``: a plain sweep (median over ``reps`` sweeps of B=1..max).
+- ``measure_cost_curve``: the curve the exact engine starts from. It survives a
+  busy machine: the batch sizes are timed interleaved (every round decodes each
+  size once, in a shuffled order, so load hits all sizes alike), each size's
+  statistic is the median over rounds of t(B) / t(1) *of the same round*, and the
+  result is checked (``validate_curve``) before it is used. A curve that fails is
+  measured again, at most ``attempts`` times in all; if it still fails, the
+  returned curve is the stated conservative prior (``prior_curve``), marked as
+  such, never a clipped worst case.
+"""
 from __future__ import annotations
 
+import math
+import random
 import statistics
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import _llama
+
+__all__ = ["CostCurve", "CostCurveResult", "ContextCost", "measure_verify_cost", "measure_cost_curve",
+           "prior_curve", "validate_curve", "summarize_rounds", "PRIOR_SLOPE", "STATISTIC"]
+
+# ---------------------------------------------------------------------------
+# Validation rules for a measured r(B) (each a stated tolerance).
+#: r(1) must be 1: the curve is normalised by the one-token time it was measured with.
+R1_TOLERANCE = 1e-6
+#: r may dip below the largest r of a smaller size by at most this fraction. Real
+#: curves are flat in places (FACTS §3: 1.01, 1.03, 0.99 on a tiled kernel; the quiet
+#: curve of issue 16 has r(2) = 0.99), so "nearly non-decreasing", not strictly.
+MONOTONE_TOLERANCE = 0.10
+#: r(B) <= B * (1 + this): one batch of B tokens is not dearer than B one-token decodes.
+UPPER_TOLERANCE = 0.10
+#: Per size, the spread of the per-round ratios (median absolute deviation / median)
+#: must not exceed this; a wider spread means the load changed during the rounds.
+SPREAD_TOLERANCE = 0.25
+#: A curve is only judged (and can only pass) with at least this many rounds.
+MIN_REPEATS = 3
+#: The statistic ``measure_cost_curve`` reports, recorded with every stored curve.
+STATISTIC = "median over interleaved rounds of t(B)/t(1) within the round"
+#: The prior used when no measurement passes: r(B) = 1 + PRIOR_SLOPE * (B - 1).
+#: Slopes measured on CPUs here are 0.33-0.70 per extra row (FACTS §3: SmolLM2
+#: 0.35, Qwen 0.5B/1.5B 0.35-0.40 at r(8); §3b: Zen 4 at 2 threads 0.64-0.70, at 1
+#: thread 0.33-0.38), so 0.6 is near the dear end: it prices verification high
+#: enough that a wrong prior cannot make speculation much slower than plain
+#: decoding, yet below the clip r(B) = B (slope 1), which forbids every draft, so
+#: drafts that are nearly always accepted (long copies) are still verified.
+PRIOR_SLOPE = 0.6
 
 # Real text, so that attention sees a plausible cache; repeated to any length.
 _TEXT = ("def total_price(items, tax_rate):\n    subtotal = 0\n    for item in items:\n"
@@ -107,3 +151,307 @@ class ContextCost:
         lo, hi = s[j][b], s[j + 1][b]
         t = lo + (hi - lo) * (context - cs[j]) / (cs[j + 1] - cs[j])
         return max(t, min(row[b] for row in s))
+
+
+# ---------------------------------------------------------------------------
+# The robust curve.
+
+@dataclass(frozen=True)
+class CostCurveResult:
+    """A verify-cost curve and where it came from.
+
+    relative: {B: r(B)} over the batch sizes it prices; r(1) = 1.
+    origin: "measured" (in this process), "cached" (a stored measurement that
+        passed) or "prior" (no measurement passed, or none was possible).
+    passed: whether ``relative`` is a measurement that passed ``validate_curve``
+        (False for the prior).
+    measured_at: Unix time of the measurement (None for the prior).
+    repeats: interleaved rounds per measurement attempt (0 for the prior).
+    statistic: how each r(B) was computed (``STATISTIC``, or the prior's formula).
+    threads: (n_threads, n_threads_batch) the measurement ran with, if known.
+    reason: why the prior is used (or why a measurement failed), else None.
+    spread: {B: median absolute deviation / median of the per-round ratios}.
+    attempts: measurements made to get this curve (0 when cached or prior by fiat).
+    context_tokens: cached tokens before each timed pass.
+    """
+    relative: dict[int, float]
+    origin: str
+    passed: bool
+    measured_at: float | None = None
+    repeats: int = 0
+    statistic: str = STATISTIC
+    threads: tuple[int, int] | None = None
+    reason: str | None = None
+    spread: dict[int, float] = field(default_factory=dict)
+    attempts: int = 0
+    context_tokens: int = 0
+
+    def __call__(self, batch: int) -> float:
+        return self.relative[batch]
+
+    @property
+    def sizes(self) -> list[int]:
+        return sorted(self.relative)
+
+    def describe(self) -> str:
+        """One line: which curve this is and where it came from."""
+        if self.origin == "prior":
+            return f"prior r(B) = 1 + {PRIOR_SLOPE} (B - 1), because {self.reason or 'nothing was measured'}"
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.measured_at)) if self.measured_at else "?"
+        how = f"{self.repeats} interleaved rounds, median ratio"
+        if self.threads:
+            how += f", threads {self.threads[0]}/{self.threads[1]}"
+        if self.origin == "cached":
+            return f"cached (measured {when}; {how})"
+        return f"measured now ({when}; {how}; {self.attempts} attempt{'s' if self.attempts != 1 else ''})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"relative": {str(b): r for b, r in sorted(self.relative.items())},
+                "spread": {str(b): v for b, v in sorted(self.spread.items())},
+                "passed": self.passed, "measured_at": self.measured_at, "repeats": self.repeats,
+                "statistic": self.statistic, "threads": list(self.threads) if self.threads else None,
+                "context_tokens": self.context_tokens}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "CostCurveResult":
+        """A stored curve, validated value by value: it must be a measurement that
+        passed (``passed`` is literally true, ``validate_curve`` holds again on its
+        numbers, every number is finite and positive, ``measured_at`` is a real time
+        not in the future, ``repeats`` >= MIN_REPEATS, the statistic is this
+        version's). Anything else raises ValueError."""
+        if not isinstance(data, dict):
+            raise ValueError("cost curve entry is not an object")
+        if data.get("passed") is not True:
+            raise ValueError("stored cost curve did not pass")
+        relative = _int_float_map(data.get("relative"), "relative")
+        spread = _int_float_map(data.get("spread", {}), "spread", allow_zero=True)
+        at = data.get("measured_at")
+        if not _is_number(at) or not math.isfinite(at) or at <= 0 or at > time.time() + 86400:
+            raise ValueError(f"bad measured_at {at!r}")
+        repeats = data.get("repeats")
+        if not _is_int(repeats) or repeats < MIN_REPEATS:
+            raise ValueError(f"bad repeats {repeats!r}")
+        if data.get("statistic") != STATISTIC:
+            raise ValueError("stored cost curve uses another statistic")
+        threads = data.get("threads")
+        if threads is not None:
+            if not (isinstance(threads, list) and len(threads) == 2 and all(_is_int(t) and t > 0 for t in threads)):
+                raise ValueError(f"bad threads {threads!r}")
+            threads = (int(threads[0]), int(threads[1]))
+        ctx = data.get("context_tokens", 0)
+        if not _is_int(ctx) or ctx < 0:
+            raise ValueError(f"bad context_tokens {ctx!r}")
+        reason = validate_curve(relative, spread)
+        if reason is not None:
+            raise ValueError(f"stored cost curve fails validation: {reason}")
+        return cls(relative, "cached", True, float(at), int(repeats), STATISTIC, threads, None, spread, 0, int(ctx))
+
+    def restricted(self, sizes: Iterable[int]) -> "CostCurveResult":
+        """The same curve over ``sizes`` only (each must be priced)."""
+        sizes = sorted(set(sizes))
+        return CostCurveResult({b: self.relative[b] for b in sizes}, self.origin, self.passed, self.measured_at,
+                               self.repeats, self.statistic, self.threads, self.reason,
+                               {b: v for b, v in self.spread.items() if b in sizes}, self.attempts,
+                               self.context_tokens)
+
+    def with_origin(self, origin: str) -> "CostCurveResult":
+        return CostCurveResult(self.relative, origin, self.passed, self.measured_at, self.repeats, self.statistic,
+                               self.threads, self.reason, self.spread, self.attempts, self.context_tokens)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _int_float_map(data: Any, what: str, *, allow_zero: bool = False) -> dict[int, float]:
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is not an object")
+    out: dict[int, float] = {}
+    for k, v in data.items():
+        try:
+            b = int(k)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: bad batch size {k!r}") from None
+        if b < 1 or str(b) != str(k).strip() or b in out:
+            raise ValueError(f"{what}: bad batch size {k!r}")
+        if not _is_number(v) or not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+            raise ValueError(f"{what}: bad value {v!r} for B={b}")
+        out[b] = float(v)
+    return out
+
+
+def validate_curve(relative: Mapping[int, float], spread: Mapping[int, float] | None = None, *,
+                   r1_tolerance: float = R1_TOLERANCE) -> str | None:
+    """None if ``relative`` ({B: r(B)}) is a plausible verify-cost curve, else the
+    first reason it is not. The rules (tolerances are the module constants):
+
+    - it prices B = 1, and |r(1) - 1| <= ``r1_tolerance``;
+    - every r(B) is a finite number > 0 and B is an int >= 1;
+    - nearly non-decreasing: r(B) >= (1 - MONOTONE_TOLERANCE) * max r(B') over B' < B;
+    - r(B) <= B * (1 + UPPER_TOLERANCE);
+    - with ``spread`` ({B: MAD / median of the per-round ratios}): each <= SPREAD_TOLERANCE.
+    """
+    if not relative:
+        return "empty curve"
+    for b, r in relative.items():
+        if not _is_int(b) or b < 1:
+            return f"bad batch size {b!r}"
+        if not _is_number(r) or not math.isfinite(r) or r <= 0:
+            return f"r({b}) = {r!r} is not a finite positive number"
+    if 1 not in relative:
+        return "r(1) is missing"
+    if abs(relative[1] - 1.0) > r1_tolerance:
+        return f"r(1) = {relative[1]:.3g}, not 1"
+    highest, at = 0.0, 0
+    for b in sorted(relative):
+        r = relative[b]
+        if b > 1 and r > b * (1.0 + UPPER_TOLERANCE):
+            return f"r({b}) = {r:.3g} exceeds {b} x (1 + {UPPER_TOLERANCE}): dearer than {b} single tokens"
+        if r < highest * (1.0 - MONOTONE_TOLERANCE):
+            return (f"r({b}) = {r:.3g} is below r({at}) = {highest:.3g} by more than "
+                    f"{MONOTONE_TOLERANCE:.0%}: not nearly non-decreasing")
+        if r > highest:
+            highest, at = r, b
+    for b, s in (spread or {}).items():
+        if not _is_number(s) or not math.isfinite(s) or s < 0:
+            return f"spread at B={b} is {s!r}"
+        if s > SPREAD_TOLERANCE:
+            return f"spread across rounds at B={b} is {s:.0%} > {SPREAD_TOLERANCE:.0%}"
+    return None
+
+
+def prior_curve(sizes: Iterable[int], reason: str, *, threads: tuple[int, int] | None = None,
+                attempts: int = 0) -> CostCurveResult:
+    """The conservative prior r(B) = 1 + PRIOR_SLOPE * (B - 1) over ``sizes`` (and 1)."""
+    sizes = sorted(set(sizes) | {1})
+    return CostCurveResult({b: 1.0 + PRIOR_SLOPE * (b - 1) for b in sizes}, "prior", False, None, 0,
+                           f"prior 1 + {PRIOR_SLOPE} (B - 1)", threads, reason, {}, attempts, 0)
+
+
+def summarize_rounds(rounds: Sequence[Mapping[int, float]]) -> tuple[dict[int, float], dict[int, float]]:
+    """Per-round times ({B: seconds}, each round timing every size once) to
+    (relative, spread): relative[B] = median over rounds of t(B) / t(1) of the same
+    round; spread[B] = median absolute deviation of those ratios / their median."""
+    if not rounds:
+        raise ValueError("no rounds")
+    sizes = sorted(rounds[0])
+    if 1 not in sizes:
+        raise ValueError("every round must time B = 1")
+    relative: dict[int, float] = {}
+    spread: dict[int, float] = {}
+    for b in sizes:
+        ratios = [r[b] / r[1] for r in rounds]
+        med = statistics.median(ratios)
+        relative[b] = 1.0 if b == 1 else med
+        spread[b] = statistics.median(abs(x - med) for x in ratios) / med if med > 0 else math.inf
+    return relative, spread
+
+
+def evaluate_rounds(rounds: Sequence[Mapping[int, float]]) -> tuple[dict[int, float], dict[int, float], str | None]:
+    """``summarize_rounds`` plus the verdict of ``validate_curve`` (None = passed)."""
+    relative, spread = summarize_rounds(rounds)
+    if len(rounds) < MIN_REPEATS:
+        return relative, spread, f"{len(rounds)} round(s) are too few to judge (need {MIN_REPEATS})"
+    if any(not (math.isfinite(t) and t > 0) for r in rounds for t in r.values()):
+        return relative, spread, "a timing was not a finite positive number"
+    return relative, spread, validate_curve(relative, spread)
+
+
+def _threads(llm: Any) -> tuple[int, int] | None:
+    cp = getattr(llm, "context_params", None)
+    try:
+        return int(cp.n_threads), int(cp.n_threads_batch)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _time_rounds(llm: Any, sizes: list[int], repeats: int, context_tokens: int, rng: random.Random,
+                 progress: bool) -> list[dict[int, float]]:
+    """``repeats`` rounds; each times one decode of every size (logits on every
+    row, after ``context_tokens`` cached tokens) in a fresh shuffled order."""
+    from tqdm import tqdm
+
+    limit = min(llm.n_batch, llm.context_params.n_ubatch)
+    piece = llm.tokenize(_TEXT.encode(), add_bos=False)
+    largest = max(sizes)
+    tokens = piece * ((context_tokens + largest) // len(piece) + 1)
+    batch = _llama.Batch(max(min(context_tokens, limit), largest))
+    rounds: list[dict[int, float]] = []
+    try:
+        _llama.clear_memory(llm)
+        for start in range(0, context_tokens, limit):   # never more than n_batch / n_ubatch at once
+            batch.fill(tokens[start:min(start + limit, context_tokens)], start, all_logits=False)
+            _llama.decode(llm, batch)
+
+        def one(b: int) -> float:
+            if not _llama.remove_from(llm, context_tokens):
+                raise RuntimeError("this model cannot roll back its cache, so verify cost cannot be timed")
+            batch.fill(tokens[context_tokens:context_tokens + b], context_tokens, all_logits=True)
+            t0 = time.perf_counter()
+            _llama.decode(llm, batch)
+            return time.perf_counter() - t0
+
+        one(largest)   # warm-up, not recorded
+        one(1)
+        for _ in tqdm(range(repeats), desc="verify cost", unit="round", disable=not progress):
+            order = list(sizes)
+            rng.shuffle(order)
+            rounds.append({b: one(b) for b in order})
+    finally:
+        batch.close()
+        _llama.clear_memory(llm)
+    return rounds
+
+
+def measure_cost_curve(llm: Any, sizes: Iterable[int], *, repeats: int = 5, attempts: int = 3,
+                       context_tokens: int = 128, seed: int = 0, progress: bool = False,
+                       time_rounds: Callable[..., list[dict[int, float]]] | None = None) -> CostCurveResult:
+    """A verify-cost curve over ``sizes`` (B = 1 is always added) that a busy
+    machine cannot silently spoil.
+
+    Each attempt times ``repeats`` interleaved rounds (every size once per round,
+    in a shuffled order) and takes, per size, the median over rounds of t(B)/t(1)
+    within the round; ``validate_curve`` then judges it, including the spread
+    across rounds. A failing attempt is repeated, ``attempts`` in all. If none
+    passes, the result is ``prior_curve`` (origin "prior", passed False, the last
+    failure as its reason). Cost: about ``repeats * attempts * sum(sizes)`` tokens
+    of batched decoding at worst, ``repeats * sum(sizes)`` when the first passes.
+
+    context_tokens: cached tokens before each timed pass (cut to fit n_ctx).
+    Clears the Llama's KV cache, as ``check_batch_invariance`` does.
+    time_rounds: replaces the real timing (tests): called as
+        ``time_rounds(sizes, repeats, attempt)`` and returns the rounds.
+    """
+    sizes_l = sorted(set(int(b) for b in sizes) | {1})
+    if sizes_l[0] < 1:
+        raise ValueError("batch sizes must be >= 1")
+    if repeats < 1 or attempts < 1:
+        raise ValueError("repeats and attempts must be >= 1")
+    threads = None
+    if time_rounds is None:
+        _llama.context_of(llm)
+        if sizes_l[-1] > llm.n_batch:
+            raise ValueError(f"batch size {sizes_l[-1]} exceeds the context's n_batch ({llm.n_batch})")
+        room = _llama.usable_n_ctx(llm) - sizes_l[-1]
+        if room < 1:
+            raise ValueError(f"n_ctx {_llama.usable_n_ctx(llm)} is too small to time a batch of {sizes_l[-1]}")
+        context_tokens = max(1, min(context_tokens, room))
+        threads = _threads(llm)
+        rng = random.Random(seed)
+
+        def time_rounds(s: list[int], n: int, attempt: int) -> list[dict[int, float]]:
+            return _time_rounds(llm, s, n, context_tokens, rng, progress)
+
+    reason = "not measured"
+    for attempt in range(1, attempts + 1):
+        rounds = time_rounds(sizes_l, repeats, attempt)
+        relative, spread, reason = evaluate_rounds(rounds)
+        if reason is None:
+            return CostCurveResult(relative, "measured", True, time.time(), repeats, STATISTIC, threads, None,
+                                   spread, attempt, context_tokens)
+    return prior_curve(sizes_l, f"{attempts} measurement(s) failed validation, the last: {reason}",
+                       threads=threads, attempts=attempts)

@@ -1,29 +1,53 @@
-"""The batch-invariance check, remembered per model, build and context settings.
+"""The batch-invariance check and the verify-cost curve, remembered per model,
+build and context settings.
 
-The check (``check_batch_invariance``) decodes every batch size once and clears
-the KV cache, a few seconds on a 1.5B model; its timings are also the engine's
-first verify-cost curve. Its answer only changes with the model file, the
-llama.cpp build or the context settings that pick kernels, so it is stored on
-disk under a key made of exactly those, and a later engine on the same setup
-starts at once. The online cost model refines the stored timings from real passes.
+Two things are measured on the first engine of a setup, and stored together in
+one file whose name is a digest of the setup (``fingerprint``):
+
+- the invariance check (``check_batch_invariance``): which verify batch sizes
+  are bit-exact. Deterministic; it only changes with the model file, the
+  llama.cpp build or the context settings that pick kernels.
+- the verify-cost curve r(B) over the sizes that are exact
+  (``costcurve.measure_cost_curve``): interleaved rounds, median ratios,
+  validated. A busy machine can spoil a timing, so **only a curve that passed
+  validation is stored**, with when and how it was measured (timestamp, rounds,
+  statistic, threads). A curve that fails every attempt is replaced by the
+  stated prior (``costcurve.prior_curve``) for this process only; the next
+  process measures again.
+
+Reading is strict: every value of a stored file is checked (types, booleans
+that are really booleans, finite positive timings, consistent counts, a curve
+that passes the same validation again). A file that cannot be read, does not
+match, or holds one bad value is ignored, measured again and rewritten.
+
+``recalibrate(llm, max_batch)`` measures the curve again (``recheck=True``: the
+invariance too) and replaces the stored entry; ``ngramspec doctor
+--recalibrate`` calls it.
 
 Files live in ``$NGRAMSPEC_CACHE_DIR/invariance`` or the user cache
-(``~/.cache/ngramspec/invariance`` on Linux). A file that cannot be read or does
-not match is ignored and rewritten.
+(``~/.cache/ngramspec/invariance`` on Linux).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import operator
 import os
 from pathlib import Path
 from typing import Any, Callable
 
-from .invariance import BatchSizeResult, InvarianceReport, check_batch_invariance
+from .costcurve import CostCurveResult, measure_cost_curve, prior_curve
+from .invariance import (BatchSizeResult, InvarianceReport, check_batch_invariance, check_sizes,
+                         effective_max_batch)
 
-__all__ = ["cache_path", "fingerprint", "load_or_check"]
+__all__ = ["cache_path", "fingerprint", "load_or_check", "recalibrate", "parse_invariance", "curve_sizes"]
 
-_FORMAT = 1
+_FORMAT = 2   # 2: values validated, cost curve measured apart from the check (issue 16, 22)
+
+# Priors handed out in this process, so that every engine of one process does not
+# time the curve again after all attempts failed: {(file, sizes): curve}.
+_process_priors: dict[tuple[str, tuple[int, ...]], CostCurveResult] = {}
 
 
 def _cache_root() -> Path:
@@ -72,43 +96,182 @@ def cache_path(key: dict[str, Any]) -> Path:
     return _cache_root() / f"{digest}.json"
 
 
-def _load(path: Path, key: dict[str, Any], max_batch: int) -> InvarianceReport | None:
+# ---------------------------------------------------------------------------
+# Strict reading.
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def parse_invariance(data: Any, sizes: list[int]) -> InvarianceReport:
+    """A stored invariance section, validated value by value; ValueError if any
+    value is wrong or a size in ``sizes`` is missing. Rules: ``single_token_seconds``
+    and every ``seconds`` finite and > 0; batch sizes ints >= 1, no repeats;
+    ``invariant`` a JSON boolean (not "no", not 0); ``rows_differing`` an int in
+    0..B and 0 exactly when invariant; ``max_abs_diff`` a number >= 0 (NaN allowed:
+    logits that hold NaN); B = 1 invariant (it is the reference itself)."""
+    if not isinstance(data, dict):
+        raise ValueError("invariance entry is not an object")
+    one = data.get("single_token_seconds")
+    if not _is_number(one) or not math.isfinite(one) or one <= 0:
+        raise ValueError(f"bad single_token_seconds {one!r}")
+    rows = data.get("results")
+    if not isinstance(rows, list):
+        raise ValueError("results is not a list")
+    report = InvarianceReport(single_token_seconds=float(one))
+    for row in rows:
+        if not isinstance(row, list) or len(row) != 5:
+            raise ValueError(f"bad result row {row!r}")
+        b, invariant, differing, diff, seconds = row
+        if not _is_int(b) or b < 1 or b in report.results:
+            raise ValueError(f"bad or repeated batch size {b!r}")
+        if not isinstance(invariant, bool):
+            raise ValueError(f"invariant at B={b} is {invariant!r}, not a boolean")
+        if not _is_int(differing) or not 0 <= differing <= b or (differing == 0) != invariant:
+            raise ValueError(f"rows_differing at B={b} is {differing!r} (invariant={invariant})")
+        if not _is_number(diff) or diff < 0 or math.isinf(diff):
+            raise ValueError(f"max_abs_diff at B={b} is {diff!r}")
+        if not _is_number(seconds) or not math.isfinite(seconds) or seconds <= 0:
+            raise ValueError(f"seconds at B={b} is {seconds!r}")
+        report.results[b] = BatchSizeResult(b, invariant, differing, float(diff), float(seconds))
+    if 1 in report.results and not report.results[1].invariant:
+        raise ValueError("B=1 recorded as not invariant")
+    missing = [b for b in sizes if b not in report.results]
+    if missing:
+        raise ValueError(f"sizes {missing} not covered")
+    return report
+
+
+def _read(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())
-        if not isinstance(data, dict) or data.get("key") != key:
-            return None
-        report = InvarianceReport(single_token_seconds=float(data["single_token_seconds"]))
-        for b, invariant, rows, diff, seconds in data["results"]:
-            report.results[int(b)] = BatchSizeResult(int(b), bool(invariant), int(rows), float(diff), float(seconds))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
-    return report if all(b in report.results for b in range(1, max_batch + 1)) else None
+    if not isinstance(data, dict) or data.get("key") != key:
+        return None
+    return data
 
 
-def _store(path: Path, key: dict[str, Any], report: InvarianceReport) -> None:
-    data = {"key": key, "single_token_seconds": report.single_token_seconds,
-            "results": [[r.batch_size, r.invariant, r.rows_differing, r.max_abs_diff, r.seconds]
-                        for _, r in sorted(report.results.items())]}
+def _store(path: Path, key: dict[str, Any], report: InvarianceReport, curve: CostCurveResult | None) -> None:
+    data: dict[str, Any] = {
+        "key": key,
+        "invariance": {"single_token_seconds": report.single_token_seconds,
+                       "results": [[r.batch_size, r.invariant, r.rows_differing, r.max_abs_diff, r.seconds]
+                                   for _, r in sorted(report.results.items())]},
+    }
+    if curve is not None and curve.passed and curve.origin in ("measured", "cached"):
+        data["cost_curve"] = curve.to_json()   # only curves that passed are ever written
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data))
         os.replace(tmp, path)
     except OSError:
-        pass   # a read-only cache only costs the next start-up a fresh check
+        pass   # a read-only cache only costs the next start-up a fresh measurement
 
 
-def load_or_check(llm: Any, max_batch: int,
-                  check: Callable[..., InvarianceReport] | None = None) -> InvarianceReport:
-    """The stored report for this setup if it covers batch sizes 1..max_batch;
-    otherwise ``check(llm, max_batch=max_batch)`` (default
-    ``check_batch_invariance``), stored for next time."""
+def curve_sizes(report: InvarianceReport, max_batch: int) -> list[int]:
+    """The sizes the cost curve must price: 1 and every checked size <= max_batch
+    that is bit-exact."""
+    return [b for b in sorted(report.results) if b <= max_batch and (b == 1 or report.results[b].invariant)] or [1]
+
+
+def _default_measure(llm: Any, sizes: list[int], progress: bool = False) -> CostCurveResult:
+    return measure_cost_curve(llm, sizes, progress=progress)
+
+
+def _resolve(llm: Any, max_batch: int, check: Callable[..., InvarianceReport] | None,
+             measure: Callable[..., CostCurveResult] | None, progress: bool, recheck: bool,
+             remeasure: bool) -> InvarianceReport:
+    if isinstance(max_batch, bool):
+        raise TypeError("max_batch must be an int, got bool")
+    max_batch = operator.index(max_batch)
+    if max_batch < 1:
+        raise ValueError(f"max_batch must be >= 1, got {max_batch}")
     if check is None:
         check = check_batch_invariance
+    if measure is None:
+        measure = _default_measure
+    top = effective_max_batch(llm, max_batch)
     key = fingerprint(llm)
     path = cache_path(key)
-    report = _load(path, key, max_batch)
+    data = None if (recheck and remeasure) else _read(path, key)
+    dirty = False
+
+    report: InvarianceReport | None = None
+    if data is not None and not recheck:
+        try:
+            report = parse_invariance(data.get("invariance"), check_sizes(top))
+        except ValueError:
+            report = None
     if report is None:
-        report = check(llm, max_batch=max_batch)
-        _store(path, key, report)
+        report = check(llm, max_batch=top) if not progress else check(llm, max_batch=top, progress=True)
+        dirty = True
+
+    sizes = curve_sizes(report, top)
+    memo_key = (str(path), tuple(sizes))
+    curve: CostCurveResult | None = None
+    stored_curve: CostCurveResult | None = None
+    if data is not None and "cost_curve" in data:
+        try:
+            stored_curve = CostCurveResult.from_json(data["cost_curve"])
+        except ValueError:
+            dirty = True   # a bad stored curve is dropped from the file
+    if stored_curve is not None and not remeasure and all(b in stored_curve.relative for b in sizes):
+        curve = stored_curve.restricted(sizes)
+    elif len(sizes) == 1:
+        curve = prior_curve(sizes, "no batch size above 1 is bit-exact: nothing to price")
+    elif not remeasure and memo_key in _process_priors:
+        curve = _process_priors[memo_key]
+    else:
+        curve = measure(llm, sizes, progress=progress) if progress else measure(llm, sizes)
+        if curve.passed:
+            stored_curve = curve
+            _process_priors.pop(memo_key, None)
+            dirty = True
+        else:
+            _process_priors[memo_key] = curve
+            if remeasure and stored_curve is not None:   # recalibrate replaces the entry, even by nothing
+                stored_curve = None
+                dirty = True
+    if dirty:
+        _store(path, key, report, stored_curve)
+    report.cost_curve = curve
     return report
+
+
+def load_or_check(llm: Any, max_batch: int, check: Callable[..., InvarianceReport] | None = None, *,
+                  measure: Callable[..., CostCurveResult] | None = None,
+                  progress: bool = False) -> InvarianceReport:
+    """The engine's entry point: the invariance report for this setup, with
+    ``report.cost_curve`` attached.
+
+    max_batch is clamped as in ``check_batch_invariance`` (min(n_batch, n_ubatch),
+    MAX_CHECK_BATCH). The stored report is used if every one of its values is
+    valid and it covers ``check_sizes(max_batch)``; otherwise ``check(llm,
+    max_batch=...)`` (default ``check_batch_invariance``) runs and is stored.
+
+    ``report.cost_curve`` prices 1 and every bit-exact checked size <= max_batch:
+    the stored curve if it is valid and covers them (origin "cached"), else a new
+    ``measure(llm, sizes)`` (default ``measure_cost_curve``; origin "measured",
+    stored only if it passed), else the prior (origin "prior", not stored; kept
+    for the rest of this process so later engines do not time it again).
+    ``report.relative_costs()`` returns ``report.cost_curve.relative``.
+    """
+    return _resolve(llm, max_batch, check, measure, progress, recheck=False, remeasure=False)
+
+
+def recalibrate(llm: Any, max_batch: int, *, recheck: bool = False,
+                check: Callable[..., InvarianceReport] | None = None,
+                measure: Callable[..., CostCurveResult] | None = None,
+                progress: bool = False) -> InvarianceReport:
+    """Measure the verify-cost curve again and replace the stored entry (with
+    ``recheck``, run the invariance check again as well). A new curve that passes
+    is stored; one that fails removes the stored curve (the next process measures
+    again) and this process uses the prior. Returns the report, as
+    ``load_or_check`` does."""
+    return _resolve(llm, max_batch, check, measure, progress, recheck=recheck, remeasure=True)

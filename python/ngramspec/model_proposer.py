@@ -215,6 +215,9 @@ class DraftModelProposer:
         self.n_buckets = int(n_buckets)
         self.source_priors: Sequence[float] = (float(prior),) * self.n_buckets
         self.source_base = 0
+        # Whether to call this proposer each pass (the Drafter asks it): kept across
+        # generations, so a refused draft model is probed once per interval overall.
+        self.gate = CostlyGate()
         llama_cpp = _llama.llama_cpp_module()
         self.size_ratio = (llama_cpp.llama_model_n_params(draft_llm._model.model)
                            / max(1, llama_cpp.llama_model_n_params(target_llm._model.model)))
@@ -508,8 +511,11 @@ class CostlyGate:
         self.probes = 0
         self.refusals = 0
 
-    def plan(self, proposer: Any, policy: Any, allowed: np.ndarray, k: int, best_other: float = 1.0) -> int:
-        """Tokens to ask ``proposer`` for this pass (0: do not call it)."""
+    def plan(self, proposer: Any, policy: Any, allowed: np.ndarray, k: int,
+             others: "float | Sequence[Proposal]" = 1.0) -> int:
+        """Tokens to ask ``proposer`` for this pass (0: do not call it). ``others``:
+        this pass's other proposals (scored by the policy), or the best score
+        among them (plain decoding scores 1)."""
         if k <= 0:
             return 0
         cost = getattr(policy, "cost", None)
@@ -517,10 +523,15 @@ class CostlyGate:
         if cost is None or acceptance is None:  # eager: no prices
             self.calls += 1
             return k
+        if isinstance(others, (int, float)):
+            best_other = float(others)
+        else:
+            score = getattr(policy, "_best", None)
+            best_other = max([1.0] + [score(p.sources, allowed)[1] for p in others if len(p) and score is not None])
         single = getattr(cost, "single_seconds", float("nan"))
         costs = cost.costs
         sources = proposer.planned_sources(k)
-        best_k, best = 0, float(best_other)
+        best_k, best = 0, best_other
         reach = expected = 1.0
         for j in range(1, k + 1):
             reach *= acceptance[sources[j - 1]]

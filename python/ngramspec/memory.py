@@ -33,9 +33,17 @@ Why the prompt tail: a document that starts with the output itself cannot draft
 the output's first tokens of a later request (there is nothing before them to
 match), and those are often the repeated part (the opening of a tool call after
 the same chat-template header). ``prompt_tail=0`` stores outputs alone;
-``prompt_tail=-1`` stores whole prompts too (they mostly repeat the current
-prompt, which the copy drafter already sees, and they crowd outputs out of the
-budget).
+``prompt_tail=-1`` stores whole prompts too. Measured by replaying recorded
+SmolLM2-135M greedy outputs through MemoryProposer alone (12 requests per
+workload, memory filled by the earlier ones, every 8-token draft verified;
+share of output tokens that came from accepted drafts):
+
+    prompt_tail              0      16 (default)   -1 (whole prompt)
+    JSON extraction        0.40     0.44           0.45   (storage 1.0x / 1.3x / 1.9x)
+    tool-call prompts      0.18     0.30           0.31   (storage 1.0x / 1.7x / 3.5x)
+
+Whole prompts add almost nothing (they mostly repeat the current prompt, which
+the copy drafter already sees) and crowd outputs out of the budget.
 
 Tokenization: token ids are tokenizer-specific, so primed text is tokenized with
 the model the memory is bound to (``proposer_for`` binds it). Text primed before

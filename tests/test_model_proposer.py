@@ -500,7 +500,14 @@ def test_gate_calls_a_cheap_accurate_draft():
     assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8) == 2
     assert gate.plan(_FakeDraft(seconds_per_token=0.005), policy, allowed, 8) == 0
     # A better alternative this pass (e.g. a long copy) -> refused.
-    assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8, best_other=3.0) == 0
+    assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8, 3.0) == 0
+    from ngramspec.proposer import Proposal
+
+    copy = Proposal(np.arange(6, dtype=np.int32), [0] * 6, "copy")
+    policy._best = lambda sources, allowed: (len(sources), 3.0)  # the policy scores the copy at 3
+    assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8, [copy, Proposal.none()]) == 0
+    del policy._best
+    assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8, [copy]) == 2  # no scorer: vs plain
     # Only allowed batch sizes: verify at most 3 tokens (batch 4).
     allowed[5:] = False
     assert gate.plan(_FakeDraft(size_ratio=0.01), policy, allowed, 8) <= 3

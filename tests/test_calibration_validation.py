@@ -171,3 +171,14 @@ def test_an_attached_curve_wins():
     r = report_with_seconds({b: 0.01 * r for b, r in LOADED.items()}, 0.01)
     r.cost_curve = prior_curve([2, 3], "test")
     assert r.relative_costs() == {1: 1.0, 2: pytest.approx(1.6), 3: pytest.approx(2.2)}
+
+
+def test_a_measurement_that_overruns_its_budget_gives_the_prior_at_once():
+    spoiled = [{b: 0.01 * r for b, r in LOADED.items()} for _ in range(5)]
+    fn, calls = scripted(*[spoiled] * 3)
+    curve = measure_cost_curve(None, range(1, 10), attempts=3, budget_s=0.0, time_rounds=fn)
+    assert len(calls) == 1 and curve.origin == "prior" and "budget" in curve.reason
+    short = rounds_from(QUIET, 2)              # the timing loop stopped after 2 of 5 rounds
+    fn, calls = scripted(short)
+    curve = measure_cost_curve(None, [2, 4, 8], repeats=5, time_rounds=fn)
+    assert len(calls) == 1 and curve.origin == "prior" and "budget" in curve.reason

@@ -6,6 +6,49 @@ import pytest
 # The reference predictor and helpers live beside the tests.
 sys.path.insert(0, str(Path(__file__).parent))
 
+# ---- test tiers (pyproject.toml [tool.pytest.ini_options] markers; README, Development)
+#
+# `pytest -m "not model"` is the unit tier; `pytest` runs everything. A test is marked
+# `model` here when it uses one of these fixtures, directly or through another fixture
+# (pytest's fixture closure), so test files need no marks of their own.
+MODEL_FIXTURES = frozenset({"smollm2_path", "llm", "invariance", "engine", "eager_engine"})
+
+# Tests that load a model in a subprocess (the ngramspec command) without a model
+# fixture to show it: (file name, test function). A test can also say
+# @pytest.mark.model itself.
+SUBPROCESS_MODEL_TESTS = frozenset({
+    ("test_cli.py", "test_generate_chat_and_sampled"),
+    ("test_cli.py", "test_doctor"),
+    ("test_cli.py", "test_bench_quick_writes_a_well_formed_report"),
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("model") is not None:
+            continue
+        uses_model = bool(MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+        key = (item.path.name, getattr(item, "originalname", item.name))
+        if uses_model or key in SUBPROCESS_MODEL_TESTS:
+            item.add_marker(pytest.mark.model)
+
+
+@pytest.fixture(autouse=True)
+def _unmarked_tests_load_no_model(request, monkeypatch):
+    """Keeps the tiers honest: a test not marked `model` that constructs a
+    llama_cpp.Llama in this process fails, naming the fix."""
+    if request.node.get_closest_marker("model") is None:
+        try:
+            import llama_cpp
+        except ImportError:        # no llama-cpp-python: nothing can load a model
+            return
+
+        def refuse(self, *args, **kwargs):
+            pytest.fail(f"{request.node.nodeid} loads a GGUF model but is not in the model tier: use a model "
+                        "fixture (tests/conftest.py) or mark it @pytest.mark.model", pytrace=False)
+
+        monkeypatch.setattr(llama_cpp.Llama, "__init__", refuse)
+
 
 @pytest.fixture(scope="session")
 def smollm2_path() -> str:

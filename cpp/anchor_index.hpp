@@ -21,9 +21,10 @@ void reserve_one_more(std::vector<T>& v, std::size_t limit) {
 // Hash chains, as in LZ77 compressors: head_[slot] is the newest indexed position
 // whose anchor hashes to `slot`, and prev_[pos] the next older one in that slot.
 // That costs 4 bytes per position plus a power-of-two head table kept at or below
-// half full, so memory follows the sequence length with a small constant (a map
-// of vectors cost ~100 bytes per distinct anchor). A chain walks newest first,
-// which is the order the matchers want; it may also hold positions of other
+// half full, so memory follows the sequence length with a small constant (the
+// map of vectors it replaced held a hash node and a heap vector per distinct
+// anchor). A chain walks newest first, which is the order the matchers want;
+// it may also hold positions of other
 // anchors that share the slot, so callers confirm each candidate token by token.
 //
 // Positions are indices into the caller's sequence (below 2^32 - 1). The caller

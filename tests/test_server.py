@@ -65,7 +65,7 @@ def server(smollm2_path):
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
     srv = Server(proc, f"http://127.0.0.1:{port}", log)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # the warm-up may measure the engine's cost curve (cached on disk)
     while True:
         if proc.poll() is not None:
             pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
@@ -76,7 +76,7 @@ def server(smollm2_path):
             pass
         if time.monotonic() > deadline:
             proc.kill()
-            pytest.fail(f"server did not start in 120 s:\n{log.read_text()[-3000:]}")
+            pytest.fail(f"server did not start in 300 s:\n{log.read_text()[-3000:]}")
         time.sleep(0.2)
     yield srv
     proc.terminate()

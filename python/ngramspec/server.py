@@ -84,6 +84,7 @@ class ServeOptions:
     exact: bool = True                 # verify only with bit-exact batch sizes (README: fast mode)
     max_draft: Optional[int] = None    # SpeculativeEngine's max_draft (None: its default)
     max_queue: int = DEFAULT_MAX_QUEUE  # completion requests running or waiting; the next gets 503
+    warmup: bool = True                # one tiny generation before listening (the engine's first-use work)
     # memory: Optional[str] = None     # `--memory FILE` (a later issue): the persistent n-gram memory
     #                                  # to load at start and save at exit; applied in _wrap() below.
 
@@ -112,9 +113,6 @@ class Prediction(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["content"]
     content: Union[str, List[PredictionText]]
-
-    def text(self) -> str:
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
 
 
 class StreamOptions(BaseModel):
@@ -318,11 +316,11 @@ def _kwargs(body: Any, chat: bool, state: _State) -> Dict[str, Any]:
 # ----------------------------------------------------------------------------
 # Response fields: usage details, llama.cpp-style timings, our stats.
 
-def _prediction_details(out: Dict[str, Any], stats: Dict[str, Any]) -> Dict[str, int]:
+def _prediction_details(out: Dict[str, Any]) -> Dict[str, int]:
+    """OpenAI's usage.completion_tokens_details: the wrapper's counts, 0 without a prediction."""
     details = dict((out.get("usage") or {}).get("completion_tokens_details") or {})
-    pred = stats.get("prediction") if isinstance(stats.get("prediction"), dict) else {}
     for key in ("accepted_prediction_tokens", "rejected_prediction_tokens"):
-        details[key] = int(details.get(key, pred.get(key, 0)) or 0)
+        details[key] = int(details.get(key) or 0)
     return details
 
 
@@ -356,7 +354,7 @@ def _finish(out: Dict[str, Any], stats: Optional[Dict[str, Any]]) -> Dict[str, A
     if not usage:
         p, c = int(stats.get("prompt_tokens", 0)), int(stats.get("generated_tokens", 0))
         usage = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-    usage["completion_tokens_details"] = _prediction_details(out, stats)
+    usage["completion_tokens_details"] = _prediction_details(out)
     out["usage"] = usage
     out["timings"] = timings(stats)
     out["speculative"] = stats
@@ -544,7 +542,24 @@ def create_app(server_settings: Any, model_settings: Any, options: Optional[Serv
 def _wrap(llm: Any, options: ServeOptions) -> Any:
     # `--memory FILE` (a later issue) goes here: load the memory into the wrapper
     # before the first request, and save it when the server stops.
-    return wrap(llm, **options.engine_options())
+    wrapper = wrap(llm, **options.engine_options())
+    if options.warmup:
+        _warm_up(wrapper)
+    return wrapper
+
+
+def _warm_up(wrapper: Any) -> None:
+    """One 1-token greedy completion before the server listens, so that the engine's
+    first-use work (the batch-invariance check and cost curve, unless cached on disk)
+    is not paid by the first request; then the context is cleared, so the first
+    request starts cold, as on a fresh Llama."""
+    t0 = time.perf_counter()
+    try:
+        wrapper.create_completion("Hello", max_tokens=1, temperature=0)
+    except Exception as e:  # the requests will say what is wrong; the server still starts
+        print(f"ngramspec: warm-up failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+    wrapper.llm.reset()
+    print(f"ngramspec: warmed up in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------
@@ -566,6 +581,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="longest draft per verify pass (default: the engine's)")
     ours.add_argument("--max_queue", dest="max_queue", type=int, default=DEFAULT_MAX_QUEUE,
                       help=f"completion requests running or waiting; more get 503 (default: {DEFAULT_MAX_QUEUE})")
+    ours.add_argument("--warmup", dest="warmup", type=_parse_bool_arg, default=True,
+                      help="before listening, generate one token, so the engine's first-use measurements "
+                           "(batch invariance, cost curve; cached on disk) are not paid by the first request "
+                           "(default: true)")
     # `--memory FILE` (a later issue) belongs in this group; see ServeOptions.memory.
     return parser
 
@@ -602,7 +621,8 @@ def settings_from_args(args: argparse.Namespace) -> Tuple[Any, Any, ServeOptions
         if callable(errors):
             raise UserError("; ".join(f"--{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in errors())) from None
         raise UserError(str(e)) from None
-    options = ServeOptions(exact=args.exact, max_draft=args.max_draft, max_queue=args.max_queue)
+    options = ServeOptions(exact=args.exact, max_draft=args.max_draft, max_queue=args.max_queue,
+                           warmup=args.warmup)
     return server_settings, model_settings, options, [given]
 
 

@@ -7,7 +7,9 @@ import llama_cpp
 import pytest
 
 from ngramspec import InvarianceReport, SpeculativeEngine, check_batch_invariance
-from ngramspec.invariance import BatchSizeResult
+from ngramspec import invariance_cache
+from ngramspec import _llama
+from ngramspec.invariance import MAX_CHECK_BATCH, BatchSizeResult, check_sizes
 from prompts import PROMPTS
 from plain import plain_tokens
 
@@ -72,7 +74,7 @@ def test_engine_measures_invariance_itself_when_not_given_a_report(smollm2_path)
         model.close()
 
 
-@pytest.mark.parametrize("max_batch, exc", [(0, ValueError), (513, ValueError), (2.5, TypeError), (True, TypeError)])
+@pytest.mark.parametrize("max_batch, exc", [(0, ValueError), (-3, ValueError), (2.5, TypeError), (True, TypeError)])
 def test_check_rejects_bad_max_batch(llm, max_batch, exc):
     with pytest.raises(exc):
         check_batch_invariance(llm, max_batch=max_batch)
@@ -83,3 +85,67 @@ def test_check_rejects_closed_llama(smollm2_path):
     model.close()
     with pytest.raises(ValueError, match="closed"):
         check_batch_invariance(model, max_batch=4)
+
+
+# -- issue 22, D1: n_batch / n_ubatch of 2-7 ------------------------------------
+
+@pytest.mark.parametrize("n_batch", [2, 4, 7])
+def test_check_respects_a_small_n_batch(smollm2_path, n_batch):
+    model = llama_cpp.Llama(smollm2_path, n_ctx=256, n_batch=n_batch, n_ubatch=n_batch, seed=0, verbose=False)
+    try:
+        report = check_batch_invariance(model, max_batch=16)      # clamped, not refused
+        assert sorted(report.results) == list(range(1, n_batch + 1))
+        assert report.invariant_sizes == list(range(1, n_batch + 1))
+    finally:
+        model.close()
+
+
+def test_check_clamps_to_n_ubatch_too(smollm2_path):
+    model = llama_cpp.Llama(smollm2_path, n_ctx=256, n_batch=8, n_ubatch=3, seed=0, verbose=False)
+    try:
+        assert sorted(check_batch_invariance(model, max_batch=9).results) == [1, 2, 3]
+    finally:
+        model.close()
+
+
+def test_default_exact_mode_works_with_n_batch_4(smollm2_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
+    model = llama_cpp.Llama(smollm2_path, n_ctx=256, n_batch=4, n_ubatch=4, seed=0, verbose=False)
+    try:
+        eng = SpeculativeEngine(model)            # exact, cached invariance, as a user gets it
+        gen = eng.generate(PROMPTS["repetitive"], max_tokens=16)
+        assert max(gen.stats.verify_batch_sizes) <= 4
+        assert gen.tokens == plain_tokens(model, PROMPTS["repetitive"], 16)
+        assert all(b <= 4 for b in invariance_cache.load_or_check(model, 9).results)
+    finally:
+        model.close()
+
+
+# -- issue 22, D9: a huge max draft -----------------------------------------------
+
+def test_a_huge_max_batch_checks_a_bounded_set_of_sizes(llm, monkeypatch):
+    decoded: list[int] = []
+    real = _llama.decode
+
+    def counting(model, batch):
+        decoded.append(int(batch.batch.n_tokens))
+        return real(model, batch)
+
+    monkeypatch.setattr(_llama, "decode", counting)
+    report = check_batch_invariance(llm, max_batch=10_000)
+    assert sorted(report.results) == check_sizes(MAX_CHECK_BATCH)
+    assert max(decoded) <= MAX_CHECK_BATCH
+    # prefix (8) + one-token references (64) + the checked batches (304 tokens): not 512 sizes' worth.
+    assert sum(decoded) <= 8 + MAX_CHECK_BATCH + sum(check_sizes(MAX_CHECK_BATCH))
+    assert llm.n_tokens == 0
+
+
+def test_unchecked_sizes_are_not_allowed_in_exact_mode(llm):
+    report = fake_report(set(), up_to=16)
+    for b in check_sizes(40)[16:]:
+        report.results[b] = BatchSizeResult(b, True, 0, 0.0)
+    eng = SpeculativeEngine(llm, max_draft=39, invariance=report, adaptive=False)
+    llm.reset()
+    gen = eng.generate(PROMPTS["repetitive"], max_tokens=48)
+    assert set(gen.stats.verify_batch_sizes) <= set(check_sizes(40))
+    assert gen.tokens == plain_tokens(llm, PROMPTS["repetitive"], 48)

@@ -47,10 +47,10 @@ class Server:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
-    def client(self, **kw) -> "openai.OpenAI":
+    def client(self, **kw) -> openai.OpenAI:
         return openai.OpenAI(base_url=self.base + "/v1", api_key="unused", max_retries=0, timeout=120, **kw)
 
-    def post(self, path: str, content: bytes | str | None = None, **kw) -> "httpx.Response":
+    def post(self, path: str, content: bytes | str | None = None, **kw) -> httpx.Response:
         return httpx.post(self.base + path, content=content, timeout=120,
                           headers={"content-type": "application/json"}, **kw)
 
@@ -163,8 +163,8 @@ def test_streamed_equals_non_streamed(server):
     assert _extra(finish[0], "timings")["predicted_n"] == full.usage.completion_tokens
 
     text = client.completions.create(model=ALIAS, prompt=CODE, max_tokens=20, temperature=0).choices[0].text
-    streamed = [c for c in client.completions.create(model=ALIAS, prompt=CODE, max_tokens=20, temperature=0,
-                                                     stream=True)]
+    streamed = list(client.completions.create(model=ALIAS, prompt=CODE, max_tokens=20, temperature=0,
+                                                     stream=True))
     assert "".join(c.choices[0].text for c in streamed) == text
     assert _extra(streamed[-1], "timings")["predicted_n"] == 20
     assert streamed[-1].usage.completion_tokens_details.accepted_prediction_tokens == 0

@@ -39,6 +39,9 @@ n_ctx x n_vocab array filled on every decode), ``--interrupt_requests`` is False
 ``repeat_penalty`` defaults to 1.0 (OpenAI has no repetition penalty, and greedy
 speculation refuses one).
 """
+# Pydantic evaluates the request types' annotations at run time, where Python 3.9
+# has no `X | None`: this module keeps typing's Optional / List / Dict throughout.
+# ruff: noqa: UP006, UP007, UP035, UP045
 from __future__ import annotations
 
 import argparse

@@ -70,3 +70,31 @@ def test_a_context_longer_than_n_batch_is_prefilled_in_chunks(llm):
 def test_verify_cost_refuses_what_llama_cpp_would_abort_on(llm, kwargs, message):
     with pytest.raises(ValueError, match=message):
         measure_verify_cost(llm, **kwargs)
+
+
+# -- issue 16: the interleaved, validated measurement on the real model -------------
+
+def test_interleaved_measurement_on_the_real_model(llm):
+    from ngramspec.costcurve import PRIOR_SLOPE, STATISTIC, measure_cost_curve, validate_curve
+
+    llm.reset()
+    curve = measure_cost_curve(llm, [2, 3, 4], repeats=3, attempts=2, context_tokens=32)
+    assert sorted(curve.relative) == [1, 2, 3, 4] and curve.relative[1] == 1.0
+    assert curve.threads == (llm.context_params.n_threads, llm.context_params.n_threads_batch)
+    if curve.passed:      # quiet enough: a validated measurement, with how it was made
+        assert curve.origin == "measured" and curve.statistic == STATISTIC and curve.repeats == 3
+        assert validate_curve(curve.relative, curve.spread) is None and 1 <= curve.attempts <= 2
+        assert set(curve.spread) == {1, 2, 3, 4}
+    else:                 # too busy: the stated prior and why, never the clip r(B) = B
+        assert curve.origin == "prior" and curve.reason
+        assert curve.relative == {b: pytest.approx(1 + PRIOR_SLOPE * (b - 1)) for b in (1, 2, 3, 4)}
+    assert llm.n_tokens == 0
+
+
+def test_interleaved_measurement_refuses_what_llama_cpp_would_abort_on(llm):
+    from ngramspec.costcurve import measure_cost_curve
+
+    with pytest.raises(ValueError, match="n_batch"):
+        measure_cost_curve(llm, [10_000])
+    with pytest.raises(ValueError, match=">= 1"):
+        measure_cost_curve(llm, [2], repeats=0)

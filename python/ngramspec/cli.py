@@ -171,8 +171,6 @@ def _break_even(cost: list[float], k: int) -> float:
 def _doctor(args: argparse.Namespace) -> int:
     import llama_cpp
 
-    from .invariance import check_batch_invariance
-
     info = llama_cpp.llama_print_system_info().decode().strip()
     print(f"llama-cpp-python {llama_cpp.__version__}\n{info}")
     try:
@@ -184,18 +182,34 @@ def _doctor(args: argparse.Namespace) -> int:
     print(f"AMX: CPU {'has' if cpu_amx else 'lacks'} it; this llama.cpp build {'uses' if build_amx else 'does not use'} it"
           + ("  -> HAZARD: native AMX builds crash on this CPU (FACTS.md §1); rebuild with "
              "scripts/install_llama_cpp.py" if cpu_amx and build_amx else "  -> ok"))
-    llm = _load(args.model, 1024, args.threads)
-    report = check_batch_invariance(llm, max_batch=args.max_batch, progress=True)
+    if args.max_batch < 1:
+        raise UserError("--max-batch must be >= 1")
+    from . import invariance_cache
+
+    llm = _load(args.model, args.n_ctx, args.threads)
+    if args.recalibrate:   # measure again and replace this setup's cache entry
+        report = invariance_cache.recalibrate(llm, args.max_batch, recheck=True, progress=True)
+    else:                  # what an engine on this setup would use (cached if valid)
+        report = invariance_cache.load_or_check(llm, args.max_batch, progress=True)
     print("\nbatch invariance (verify logits bit-identical to one-token decoding):")
     print(report)
-    from .costcurve import measure_verify_cost
-
-    cost = measure_verify_cost(llm, args.max_batch, reps=3, progress=True).relative
-    print("\nverify cost, relative to one token:  " + "  ".join(f"B={b}:{c:.2f}" for b, c in enumerate(cost, 1)))
+    curve = report.cost_curve
+    print("\nverify cost, relative to one token:  "
+          + "  ".join(f"B={b}:{c:.2f}" for b, c in sorted(curve.relative.items())))
+    print(f"cost curve in use: {curve.describe()}")
+    path = invariance_cache.cache_path(invariance_cache.fingerprint(llm))
+    if curve.origin == "prior":
+        print(f"  not stored: the next engine on this setup measures again ({path})")
+    else:
+        print(f"  stored in {path}"
+              + ("" if args.recalibrate else "\n  (ngramspec doctor --recalibrate measures it again)"))
     exact_max = report.max_invariant_batch
     print(f"\nverdict: exact speculation {'POSSIBLE' if exact_max > 1 else 'NOT possible'} "
           f"(bit-exact verify batches up to {exact_max})")
-    worth = [f"k={k}: >= {_break_even(cost, k):.0%}" for k in range(1, min(exact_max, len(cost)))]
+    top = max(curve.relative)
+    cost = [curve.relative.get(b, float(b)) for b in range(1, top + 1)]
+    worth = [f"k={k}: >= {_break_even(cost, k):.0%}" for k in range(1, min(exact_max, top))
+             if k + 1 in curve.relative]
     if worth:
         print("a k-token draft beats plain decoding when per-token acceptance is at least: " + ", ".join(worth))
     return 0 if exact_max > 1 else 1
@@ -284,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--model", default="smollm2-135m")
     d.add_argument("--max-batch", type=int, default=12)
     d.add_argument("--threads", type=int, default=None)
+    d.add_argument("--n-ctx", type=int, default=2048, help="context size (part of the cache key, as for generate)")
+    d.add_argument("--recalibrate", action="store_true",
+                   help="measure the invariance and the verify-cost curve again and replace the cached entry")
     b = sub.add_parser("bench", help="plain vs prompt lookup vs ngramspec on real workloads, with a report")
     b.add_argument("--model", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
     b.add_argument("--quick", action="store_true", help="one short prompt per workload, one round (~1-2 minutes)")

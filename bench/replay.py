@@ -1,17 +1,25 @@
 """Replay ngramspec's drafting decisions on the true greedy outputs of a suite run,
-with no model: each pass costs r(B) from the run's measured verify-cost curve, and
-a draft token counts as accepted when it equals the next true token. This prices
-a policy change in seconds (the real suite takes tens of minutes) and compares it
+with no model: each pass costs r(B) from a cost curve (the run's measured one by
+default), and a draft token counts as accepted when it equals the next true token.
+It drives the shipped ``Drafter`` (the proposers, the policy and the allowed
+sizes exactly as the engine builds them), so what it prices is the code that
+ships, in seconds rather than the suite's tens of minutes, and it compares that
 with the model-free limit on the same tokens. Only the decode cost is modelled
 (no Python overhead), so it ranks policies; the suite measures them.
 
+--cost-curve replays under another machine's curve: a JSON file ({"verify_cost":
+[r(1), r(2), ...], "exact_sizes": [...]} or a bare list), or a preset:
+  avx2      the AVX2 EPYC of the last suite runs, 2 threads (this run's own curve
+            when the report was measured there; r(7) about 4.3-4.9);
+  cpu-1t    a 1-thread CPU curve (FACTS 3b: r(2) 1.15, r(4) 1.75, r(7) 2.8, r(8) 3.5);
+  gpu       a GPU-like curve, r(B) = 1 + 0.05 (B - 1), exact sizes up to 16.
+
 With --context-cost (a JSON from bench/context_cost.py), every pass is also
 priced at the context length it runs at, the replayed schedule and the limit
-alike, and plain decoding by the same clock: the short-context r(B) under-prices
-verification after a long prompt.
+alike, and plain decoding by the same clock.
 
 Usage: python bench/replay.py bench/results/suite-qwen2.5-coder-0.5b.json [--max-draft 8]
-           [--context-cost bench/results/context-cost-qwen2.5-coder-0.5b.json]
+           [--cost-curve gpu] [--context-cost bench/results/context-cost-qwen2.5-coder-0.5b.json]
 """
 from __future__ import annotations
 
@@ -21,108 +29,61 @@ import sys
 from pathlib import Path
 
 import llama_cpp
+import numpy as np
 
-from ngramspec import NGramPredictor, SuffixMatcher
+from ngramspec.copy_proposer import CopyProposer
 from ngramspec.costcurve import ContextCost
+from ngramspec.drafter import Drafter
 from ngramspec.engine import prompt_tokens_for
-from ngramspec.policy import CostAwarePolicy, copy_confirmed, copy_sources, ngram_sources
+from ngramspec.ngram_proposer import NGramProposer
+from ngramspec.policy import CostAwarePolicy
 from ngramspec.suite import oracle, sources
 from ngramspec.suite.runner import _model_path
 
-
-def sibling_lengths(policy: CostAwarePolicy, candidates: list[list[int]], allowed: list[bool],
-                    chosen: list[int]) -> list[int]:
-    """How many tokens of each of two candidates to verify side by side (sibling
-    sequences after the shared token just emitted), by the policy's own expected
-    gain per unit cost. Their first tokens differ, so at most one can be right and
-    the expected tokens add: 1 + E0(k0) + E1(k1) for a batch of 1 + k0 + k1."""
-    expected, acceptance = [], policy.acceptance
-    for sources in candidates:
-        reach, e = 1.0, [0.0]
-        for source in sources:
-            reach *= acceptance[source]
-            e.append(e[-1] + reach)
-        expected.append(e)
-    def score(k0: int, k1: int) -> float:
-        return (1 + expected[0][k0] + expected[1][k1]) / policy.relative_cost(1 + k0 + k1)
-
-    top = min(len(allowed) - 1, policy.max_batch)
-    best, lengths = score(*chosen), chosen
-    for k0 in range(len(expected[0])):
-        for k1 in range(len(expected[1])):
-            if 1 + k0 + k1 <= top and allowed[1 + k0 + k1] and score(k0, k1) > best:
-                best, lengths = score(k0, k1), [k0, k1]
-    return lengths
+# r(B) for B = 1.., and the batch sizes an exact decoder may use there.
+PRESETS: dict[str, tuple[list[float], list[int]]] = {
+    "cpu-1t": ([1.0, 1.15, 1.45, 1.75, 2.05, 2.35, 2.8, 3.5, 3.85, 4.2, 4.55, 4.9, 5.25, 5.6, 5.95, 6.3, 6.65],
+               list(range(1, 8))),
+    "gpu": ([1.0 + 0.05 * b for b in range(16)], list(range(1, 17))),
+}
 
 
-def replay(prompt: list[int], output: list[int], cost: list[float], allowed: list[bool], max_draft: int,
-           policy: CostAwarePolicy, priced: ContextCost | None = None,
-           siblings: str = "") -> tuple[float, int, float, int]:
+def load_curve(spec: str, data: dict) -> tuple[list[float], list[int]]:
+    if spec == "avx2":
+        return data["verify_cost"], data["invariant_sizes"]
+    if spec in PRESETS:
+        return PRESETS[spec]
+    raw = json.loads(Path(spec).read_text())
+    if isinstance(raw, list):
+        return [float(x) for x in raw], list(range(1, len(raw) + 1))
+    cost = [float(x) for x in raw["verify_cost"]]
+    return cost, [int(b) for b in raw.get("exact_sizes", range(1, len(cost) + 1))]
+
+
+def replay(prompt: list[int], output: list[int], cost: list[float], allowed: np.ndarray, max_draft: int,
+           policy: CostAwarePolicy, priced: ContextCost | None = None) -> tuple[float, int, float]:
     """(total verify cost in single-token passes, passes, the same passes priced in
-    seconds at their context by ``priced``, or nan, passes that verified two
-    candidates) for output[1:].
-
-    siblings="bound": an upper bound for verifying the other drafter's candidate
-    beside the chosen one (llama.cpp sibling sequences sharing the prefix): whenever
-    the other candidate would have been accepted further, its right tokens, and only
-    those, ride in the same batch and the longer acceptance wins. No real scheme
-    knows in advance which tokens are right, so none can do better than this.
-    siblings="priced": a real scheme: when the two candidates' first tokens differ,
-    ``sibling_lengths`` decides how much of each to verify, every verified token is
-    paid for, and the one accepted further wins."""
-    predictor, matcher = NGramPredictor(), SuffixMatcher()
-    predictor.update_batch(prompt + output[:1])
-    matcher.update_batch(prompt + output[:1])
-    allowed_arr = [False] + allowed
-    t, total, passes, continuing, paired = 0, 0.0, 0, False, 0    # output[: t + 1] is emitted
+    seconds at their context by ``priced``, or nan) for output[1:], drafted by the
+    engine's own Drafter."""
+    drafter = Drafter([NGramProposer(), CopyProposer()], policy, allowed, max_draft)
+    drafter.begin(prompt)
+    drafter.accept(output[:1])
+    t, total, passes = 0, 0.0, 0    # output[: t + 1] is emitted
     seconds = 0.0 if priced else float("nan")
     n = len(output)
     while t < n - 1:
-        k = min(max_draft, n - 2 - t)
-        draft, _, counts, totals = predictor.predict_detailed(k)
-        candidates = [ngram_sources(counts, totals)]
-        copied, match = matcher.predict(k)
-        candidates.append(copy_sources(match, continuing, len(copied)))
-        which, m = policy.choose_among(candidates, allowed_arr)
-        full = [draft.tolist(), copied.tolist()]
-
-        def right(i: int, limit: int) -> int:   # how many of candidate i's first `limit` tokens are right
-            j = 0
-            while j < min(limit, len(full[i])) and full[i][j] == output[t + 1 + j]:
-                j += 1
-            return j
-
-        verified = [m if which == 0 else 0, m if which == 1 else 0]
-        if siblings == "priced" and full[0] and full[1] and full[0][0] != full[1][0]:
-            verified = sibling_lengths(policy, candidates, allowed_arr, verified)
-        hits = [right(0, verified[0]), right(1, verified[1])]
-        for i in (0, 1):   # what each verified draft taught
-            if verified[i]:
-                policy.observe(verified[i] + 1, cost[verified[i]], candidates[i][: verified[i]], hits[i])
-        accepted = max(hits)
-        batch = 1 + sum(verified)
-        paired += all(verified)
-        if siblings == "bound":
-            m = verified[which]
-            other = right(1 - which, len(full[1 - which]))
-            if other > accepted and m + 1 + other <= len(cost) and allowed[m + other]:
-                batch, accepted = m + 1 + other, other
-        total += cost[batch - 1]
+        draft = drafter.draft(n - 2 - t)
+        k, accepted = len(draft), 0
+        while accepted < k and int(draft.tokens[accepted]) == output[t + 1 + accepted]:
+            accepted += 1
+        drafter.verified(draft, cost[k], accepted)
+        total += cost[k]
         if priced:
-            seconds += priced.time(batch, len(prompt) + t)
+            seconds += priced.time(k + 1, len(prompt) + t)
         passes += 1
-        for i, cand in enumerate(candidates):       # as the engine does: score the rest in hindsight
-            if not verified[i]:
-                policy.defer(t + 1, full[i], cand)
-            elif hits[i] == verified[i]:
-                policy.defer(t + 1 + verified[i], full[i][verified[i]:], cand[verified[i]:])
-        policy.settle(output[: t + 2 + accepted])
-        emitted = output[t + 1: t + 2 + accepted]
-        continuing = copy_confirmed(copied, emitted)
-        predictor.update_batch(emitted)
-        matcher.update_batch(emitted)
+        drafter.accept(output[t + 1: t + 2 + accepted])
         t += 1 + accepted
-    return total, passes, seconds, paired
+    return total, passes, seconds
 
 
 def main() -> int:
@@ -130,20 +91,21 @@ def main() -> int:
     ap.add_argument("report")
     ap.add_argument("--max-draft", type=int, default=8)
     ap.add_argument("--all-sizes", action="store_true",
-                    help="fast mode (exact=False): every measured batch size is allowed, for the replay and the "
-                         "limit alike, and the policy prices the measured curve's shape")
+                    help="fast mode (exact=False): every batch size of the curve is allowed, for the replay and the "
+                         "limit alike, and the policy prices the curve's shape")
+    ap.add_argument("--cost-curve", default="avx2", help="a JSON file or a preset: avx2 (the run's own), cpu-1t, gpu")
     ap.add_argument("--context-cost", help="JSON from bench/context_cost.py")
     ap.add_argument("--keep-acceptance", action="store_true",
                     help="one policy for all outputs, in the report's order, carrying its acceptance estimates "
                          "from one generation to the next (the default starts each from the priors, as the engine does)")
-    ap.add_argument("--siblings", action="store_true",
-                    help="also price an upper bound for verifying both drafters' candidates in one batch")
     opts = ap.parse_args()
     data = json.loads(Path(opts.report).read_text())
     llm = llama_cpp.Llama(_model_path(data["model"]), vocab_only=True, verbose=False)
     items = {(w.name, i.label): i for w in sources.build(llm, data["quick"]) for i in w.items}
-    cost = data["verify_cost"]
-    allowed = [opts.all_sizes or b in data["invariant_sizes"] for b in range(1, len(cost) + 1)]
+    cost, exact_sizes = load_curve(opts.cost_curve, data)
+    max_draft = min(opts.max_draft, len(cost) - 1)
+    sizes = [opts.all_sizes or b in exact_sizes for b in range(1, len(cost) + 1)]
+    allowed = np.array([False] + sizes[: max_draft + 1], dtype=bool)
     priced = None
     if opts.context_cost:
         raw = json.loads(Path(opts.context_cost).read_text())
@@ -154,11 +116,10 @@ def main() -> int:
 
     def fresh_policy() -> CostAwarePolicy:
         if carried:
-            carried[0].new_generation()
             return carried[0]
         # Fixed costs, so a replay's decisions do not depend on this machine's timing.
-        policy = CostAwarePolicy(opts.max_draft + 1, learn_cost=False, keep_acceptance=opts.keep_acceptance)
-        policy.calibrate({b + 1: c for b, c in enumerate(cost)}, shape=opts.all_sizes)
+        policy = CostAwarePolicy(max_draft + 1, learn_cost=False, keep_acceptance=opts.keep_acceptance)
+        policy.calibrate({b + 1: c for b, c in enumerate(cost[: max_draft + 1])}, shape=opts.all_sizes)
         if opts.keep_acceptance:
             carried.append(policy)
         return policy
@@ -170,39 +131,27 @@ def main() -> int:
         output = llm.tokenize(r["text"].encode(), add_bos=False, special=True)
         if len(output) < 2:
             continue
-        spent, _, seconds, _ = replay(prompt, output, cost, allowed, opts.max_draft, fresh_policy(), priced)
-        if opts.siblings:
-            bound, _, _, _ = replay(prompt, output, cost, allowed, opts.max_draft, fresh_policy(), siblings="bound")
-            paid, _, _, paired = replay(prompt, output, cost, allowed, opts.max_draft, fresh_policy(),
-                                        siblings="priced")
-        limit = oracle.model_free_limit(prompt, output, cost, allowed)
+        spent, _, seconds = replay(prompt, output, cost, allowed, max_draft, fresh_policy(), priced)
+        # The limit may use every size of the curve, beyond max_draft.
+        limit = oracle.model_free_limit(prompt, output, cost, sizes)
         row = [spent, limit.cost, len(output) - 1]
-        if opts.siblings:
-            row += [bound, paid, paired]
         if priced:
             at = oracle.priced_by_context(len(prompt), priced.time)
-            limit_ctx = oracle.model_free_limit(prompt, output, cost, allowed, cost_at=at)
+            limit_ctx = oracle.model_free_limit(prompt, output, cost, sizes, cost_at=at)
             row += [seconds, limit_ctx.cost, limit_ctx.plain_cost or 0.0]
         by_workload.setdefault(r["workload"], []).append(tuple(row))
     head = "| workload | replayed speed-up | limit | % of limit |"
-    if opts.siblings:
-        head += " with siblings: upper bound | priced | passes with two candidates |"
     if priced:
         head += " priced by context: replayed | limit | % of limit |"
-    sizes = "every size" if opts.all_sizes else "exact sizes"
-    print(head + f"  ({data['model']}, max_draft {opts.max_draft}, {sizes})")
+    kind = "every size" if opts.all_sizes else "exact sizes"
+    print(head + f"  ({data['model']}, max_draft {max_draft}, {kind}, cost curve {opts.cost_curve})")
     print("|---" * (head.count("|") - 1) + "|")
     for name, rows in by_workload.items():
         sums = [sum(x[i] for x in rows) for i in range(len(rows[0]))]
         spent, lim, tokens = sums[:3]
         line = f"| {name} | {tokens / spent:.2f}x | {tokens / lim:.2f}x | {lim / spent:.0%} |"
-        rest = sums[3:]
-        if opts.siblings:
-            bound, paid, paired = rest[:3]
-            rest = rest[3:]
-            line += f" {tokens / bound:.2f}x | {tokens / paid:.2f}x | {paired:.0f} |"
         if priced:
-            seconds, lim_s, plain_s = rest
+            seconds, lim_s, plain_s = sums[3:]
             line += f" {plain_s / seconds:.2f}x | {plain_s / lim_s:.2f}x | {lim_s / seconds:.0%} |"
         print(line)
     return 0

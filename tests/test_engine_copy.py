@@ -46,7 +46,7 @@ def test_calibrated_from_the_invariance_check(llm, invariance):
     from ngramspec import SpeculativeEngine
 
     engine = SpeculativeEngine(llm, invariance=invariance)
-    engine._allowed_sizes()
+    engine.plan()
     costs = invariance.relative_costs()
     assert 2 in costs and costs[2] > 1.0
     assert engine.policy.relative_cost(2) > 1.0    # a line through the measured sizes (robust: see test_policy)
@@ -59,7 +59,7 @@ def test_fast_mode_prices_every_batch_size_as_measured(llm):
     engine = SpeculativeEngine(llm, exact=False, max_draft=12)
     gen = engine.generate(COPY_PROMPT, max_tokens=32)
     assert len(gen.tokens) == 32
-    allowed = engine._allowed_sizes()
+    allowed = engine.plan().allowed
     assert allowed[1:].all()
     prior = [1.0 + 0.4 * (b - 1) for b in range(1, 14)]
     assert [engine.policy.relative_cost(b) for b in range(1, 14)] != prior   # calibrated by one sweep

@@ -8,17 +8,15 @@ from ngramspec.policy import CostAwarePolicy
 ALL = np.ones(10, dtype=bool)
 
 
+def choose(policy, sources, allowed):
+    """How many tokens of one draft, with these sources, the policy verifies."""
+    return policy.choose_among([list(np.asarray(sources).tolist())], allowed)[1]
+
+
 def test_drafts_long_when_acceptance_is_high():
     p = CostAwarePolicy(9)
     p.acceptance = 0.99
-    assert p.choose(np.array([4] * 8, dtype=np.int32), ALL) == 8
-
-
-def test_refuses_when_acceptance_is_low_then_probes():
-    p = CostAwarePolicy(9, probe_every=4)
-    p.acceptance = 0.2
-    orders = np.array([2, 2, 2], dtype=np.int32)
-    assert [p.choose(orders, ALL) for _ in range(4)] == [0, 0, 0, 1]
+    assert choose(p, np.array([4] * 8, dtype=np.int32), ALL) == 8
 
 
 def test_by_default_it_never_probes_blindly():
@@ -27,11 +25,11 @@ def test_by_default_it_never_probes_blindly():
     p = CostAwarePolicy(9)
     p.acceptance = 0.2
     orders = np.array([2, 2, 2], dtype=np.int32)
-    assert {p.choose(orders, ALL) for _ in range(200)} == {0}
+    assert {choose(p, orders, ALL) for _ in range(200)} == {0}
 
 
 def test_no_draft_offered_means_plain():
-    assert CostAwarePolicy(9).choose(np.empty(0, dtype=np.int32), ALL) == 0
+    assert choose(CostAwarePolicy(9), np.empty(0, dtype=np.int32), ALL) == 0
 
 
 def test_respects_allowed_sizes():
@@ -39,7 +37,7 @@ def test_respects_allowed_sizes():
     p.acceptance = 0.99
     allowed = ALL.copy()
     allowed[5:] = False  # batches of 5+ tokens are not allowed
-    assert p.choose(np.array([4] * 8, dtype=np.int32), allowed) == 3
+    assert choose(p, np.array([4] * 8, dtype=np.int32), allowed) == 3
 
 
 def test_trusts_orders_separately():
@@ -47,7 +45,7 @@ def test_trusts_orders_separately():
     acc = p.acceptance
     acc[2], acc[4] = 0.1, 0.95
     p.acceptance = acc
-    assert p.choose(np.array([4, 4, 4, 2, 2], dtype=np.int32), ALL) == 3
+    assert choose(p, np.array([4, 4, 4, 2, 2], dtype=np.int32), ALL) == 3
 
 
 def test_observe_learns_acceptance_and_cost():
@@ -98,11 +96,17 @@ def test_a_cheap_large_batch_is_used():
     p.acceptance = 0.95
     flat_top = {b: 1.0 + 0.4 * (b - 1) for b in range(1, 8)} | {b: 3.5 for b in range(8, 18)}
     p.calibrate(flat_top, shape=True)
-    assert p.choose(np.array([4] * 16, dtype=np.int32), np.ones(18, dtype=bool)) == 16
+    assert choose(p, np.array([4] * 16, dtype=np.int32), np.ones(18, dtype=bool)) == 16
+
+
+def copy_source(match, continuing=False):
+    """The policy-table index of a copy bucket in the default pipeline (n-gram, then copy)."""
+    from ngramspec.copy_proposer import copy_source as bucket
+    from ngramspec.policy import COPY_SOURCE_BASE
+    return COPY_SOURCE_BASE + bucket(match, continuing)
 
 
 def test_picks_the_candidate_with_the_best_expected_gain():
-    from ngramspec.policy import copy_source
 
     p = CostAwarePolicy(9)
     acc = p.acceptance
@@ -118,7 +122,7 @@ def test_picks_the_candidate_with_the_best_expected_gain():
 
 
 def test_copy_sources_grow_with_the_match_and_split_on_continuing():
-    from ngramspec.policy import COPY_SOURCE_BASE, N_SOURCES, copy_source
+    from ngramspec.policy import COPY_SOURCE_BASE, N_SOURCES
 
     fresh = [copy_source(n) for n in (2, 3, 4, 8, 16, 32, 1000)]
     assert fresh == sorted(fresh) and fresh[0] == COPY_SOURCE_BASE and fresh[1] == fresh[0]
@@ -127,7 +131,8 @@ def test_copy_sources_grow_with_the_match_and_split_on_continuing():
 
 
 def test_ngram_sources_bucket_the_share_of_the_context():
-    from ngramspec.policy import COPY_SOURCE_BASE, N_NGRAM_SOURCES, ngram_source, ngram_sources
+    from ngramspec.ngram_proposer import N_NGRAM_SOURCES, ngram_source, ngram_sources
+    from ngramspec.policy import COPY_SOURCE_BASE
     # seen once | under a half | under 0.8 | under 1 | always this token
     assert [ngram_source(c, t) for c, t in [(1, 1), (1, 3), (2, 5), (1, 2), (3, 4), (4, 5), (9, 10), (2, 2),
                                             (40, 40)]] == [0, 1, 1, 2, 2, 3, 3, 4, 4]
@@ -138,14 +143,14 @@ def test_ngram_sources_bucket_the_share_of_the_context():
 def test_a_context_always_followed_by_one_token_is_trusted_apart_from_an_ambiguous_one():
     # The JSON-extraction case: the same n-gram order both closes a row (always the
     # same indentation follows) and opens a field value (anything follows).
-    from ngramspec.policy import ngram_source
+    from ngramspec.ngram_proposer import ngram_source
     p = CostAwarePolicy(9, alpha=0.2)
     sure, unsure = ngram_source(12, 12), ngram_source(1, 12)
     for _ in range(30):
         p.observe(2, 0.0, [sure], accepted=1)
         p.observe(2, 0.0, [unsure], accepted=0)
-    assert p.choose(np.array([sure] * 4), ALL) == 4
-    assert p.choose(np.array([unsure] * 4), ALL) == 0
+    assert choose(p, np.array([sure] * 4), ALL) == 4
+    assert choose(p, np.array([unsure] * 4), ALL) == 0
 
 
 def test_each_generation_starts_from_the_priors_unless_told_to_keep():

@@ -32,9 +32,11 @@ def context_of(llm: Any) -> Any:
 
 
 def usable_n_ctx(llm: Any) -> int:
-    """llama.cpp may round n_ctx up (to 256) while Llama sizes its token
-    bookkeeping by the n_ctx the user asked for; stay within both."""
-    return min(llm.n_ctx(), len(llm.input_ids))
+    """The context plain ``create_completion`` fills: llama.cpp's own n_ctx, which
+    may be rounded up (to 256) from the one asked for. Llama sizes ``input_ids``
+    by the n_ctx asked for and silently stops recording tokens past it; so do we
+    (``sync_bookkeeping``)."""
+    return int(llm.n_ctx())
 
 
 def can_roll_back(llm: Any) -> bool:
@@ -153,3 +155,84 @@ def last_logits(llm: Any) -> np.ndarray:
     llama_cpp = llama_cpp_module()
     ptr = llama_cpp.llama_get_logits_ith(context_of(llm), -1)
     return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(llm.n_vocab(),))
+
+
+# -- used by the engine: every private llama-cpp-python attribute is read here --
+
+def completion_prompt_tokens(llm: Any, prompt: str) -> list[int]:
+    """A text prompt's tokens exactly as ``Llama.create_completion`` builds them."""
+    model = llm._model
+    bos, cls, sep = llm.token_bos(), model.token_cls(), model.token_sep()
+    first = cls if cls != -1 else bos
+    head = [first] if model.add_bos_token() and first != -1 else []
+    body = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True) if prompt else []
+    tail = [] if (not model.add_eos_token() and sep == -1) else [sep if sep != -1 else llm.token_eos()]
+    return head + body + tail
+
+
+def tokenize_text(llm: Any, text: str) -> list[int]:
+    """Plain text (no special tokens, no BOS), as a model would write it."""
+    return list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+
+def batch_limit(llm: Any) -> int:
+    """The most tokens one llama_decode may take: llama.cpp aborts the process beyond it."""
+    return int(min(llm.n_batch, llm.context_params.n_ubatch))
+
+
+def is_eog(llm: Any, token: int) -> bool:
+    llama_cpp = llama_cpp_module()
+    return bool(llama_cpp.llama_vocab_is_eog(llm._model.vocab, token))
+
+
+def cached_prefix(llm: Any, tokens: Sequence[int]) -> int:
+    """How many leading ``tokens`` the Llama's bookkeeping says are in its cache."""
+    if llm.n_tokens <= 0:
+        return 0
+    common = 0
+    for a, b in zip(llm.input_ids[: llm.n_tokens], tokens):
+        if a != b:
+            break
+        common += 1
+    return common
+
+
+def sync_bookkeeping(llm: Any, kv: Sequence[int], start: int) -> None:
+    """Make ``Llama.n_tokens``/``input_ids`` say that ``kv`` is in the cache, given
+    that its first ``start`` tokens already were. Like ``Llama.eval``, tokens past
+    the end of ``input_ids`` (sized by the n_ctx asked for, which llama.cpp may
+    round up) are not recorded."""
+    end = min(len(kv), len(llm.input_ids))
+    if end > start:
+        llm.input_ids[start:end] = kv[start:end]
+    llm.n_tokens = len(kv)
+    llm._requires_eval = True
+
+
+class Decoder:
+    """The verify pass's llama.cpp calls, looked up once per generation: each
+    attribute or ctypes lookup in the loop costs more right after a decode has
+    flushed the CPU caches."""
+
+    def __init__(self, llm: Any) -> None:
+        import time
+
+        llama_cpp = llama_cpp_module()
+        self.llm = llm
+        self.ctx = context_of(llm)
+        self.memory = llama_cpp.llama_get_memory(self.ctx)
+        self._decode, self._seq_rm = llama_cpp.llama_decode, llama_cpp.llama_memory_seq_rm
+        self._clock = time.perf_counter
+
+    def verify(self, batch: Batch, rows: int) -> tuple[float, np.ndarray]:
+        """Decodes the filled batch; (seconds inside llama_decode, its logits rows)."""
+        t0 = self._clock()
+        rc = self._decode(self.ctx, batch.batch)
+        seconds = self._clock() - t0
+        if rc != 0:
+            raise_decode_error(rc)
+        return seconds, output_logits(self.llm, rows)
+
+    def roll_back(self, pos: int) -> bool:
+        """Drop every cached position >= pos; False if llama.cpp refused."""
+        return bool(self._seq_rm(self.memory, 0, pos, -1))

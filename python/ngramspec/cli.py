@@ -99,6 +99,13 @@ def _generate(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {"exact": not args.inexact}
     if args.max_draft is not None:
         options["max_draft"] = args.max_draft
+    if args.draft_model is not None:  # issue 20: loaded and checked against the target here, errors in one line
+        from .model_proposer import as_draft_proposer
+
+        try:
+            options["draft_model"] = as_draft_proposer(args.draft_model, llm)
+        except ValueError as e:
+            raise UserError(f"--draft-model: {e}") from None
     spec = SpeculativeLlama(llm, **options)
     req = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed}
     messages = [{"role": "user", "content": prompt}]
@@ -293,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--n-ctx", type=int, default=2048)
     g.add_argument("--threads", type=int, default=None)
     g.add_argument("--inexact", action="store_true", help="allow verify batch sizes that are not bit-exact")
+    g.add_argument("--draft-model", default=None, metavar="PATH|NAME",
+                   help="also draft with this smaller model (same vocabulary): a GGUF path or a name from ngramspec.models")
     g.add_argument("--compare", action="store_true", help="also run plain llama-cpp-python and compare")
     d = sub.add_parser("doctor", help="check the llama.cpp build for exact speculation")
     d.add_argument("--model", default="smollm2-135m")

@@ -19,11 +19,14 @@ class GenerationStats:
     # Why each pass drafted what it did: passes and accepted draft tokens per
     # source ("plain": no draft, "ngram": the n-gram tables, "copy": the suffix matcher).
     passes_by_source: dict[str, int] = field(default_factory=dict)
+    drafted_by_source: dict[str, int] = field(default_factory=dict)
     accepted_by_source: dict[str, int] = field(default_factory=dict)
     # With SpeculativeEngine(trace=True): one (source, first token's source index
     # (policy.ngram_source: its share bucket, or policy.copy_source: its match-length
     # bucket), draft tokens verified, accepted, decode seconds) per pass.
     trace: list[tuple[str, int, int, int, float]] = field(default_factory=list)
+    # With a prediction: OpenAI's accepted_prediction_tokens / rejected_prediction_tokens.
+    prediction: dict[str, int] = field(default_factory=dict)
     stopped_inside_draft: bool = False  # the last token came from an accepted draft, not the bonus
     time_prefill_s: float = 0.0
     time_decode_s: float = 0.0       # inside llama_decode after prefill
@@ -64,9 +67,19 @@ class GenerationStats:
         self.drafted_tokens += drafted
         self.accepted_tokens += accepted
 
-    def record_pass(self, source: str, accepted: int) -> None:
+    def record_pass(self, source: str, drafted: int, accepted: int, seconds: float, first_source: int = 0,
+                    trace: bool = False) -> None:
+        """One verify pass: ``drafted`` tokens from ``source`` after the token just
+        emitted, ``accepted`` of them kept, ``seconds`` inside llama_decode."""
+        self.forward_passes += 1
+        self.verify_batch_sizes[drafted + 1] = self.verify_batch_sizes.get(drafted + 1, 0) + 1
+        if drafted:
+            self.record_draft(drafted, accepted)
         self.passes_by_source[source] = self.passes_by_source.get(source, 0) + 1
+        self.drafted_by_source[source] = self.drafted_by_source.get(source, 0) + drafted
         self.accepted_by_source[source] = self.accepted_by_source.get(source, 0) + accepted
+        if trace:
+            self.trace.append((source, first_source, drafted, accepted, seconds))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -19,59 +19,40 @@ from typing import Any, Dict, Iterator, List, Optional, Union
 
 
 from .engine import SpeculativeEngine, prompt_tokens_for
+from .prediction import prediction_text
 from .sampling import SamplingParams
 
 __all__ = ["SpeculativeLlama", "wrap"]
 
-def _utf8_complete_prefix(data: bytes) -> bytes:
-    """``data`` without a trailing, still incomplete UTF-8 sequence."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 != 0x80:  # a lead byte (or ASCII)
-            need = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
-            return data if need <= back else data[:-back]
-    return data
+
+def _check_exact(exact: Any) -> None:
+    if exact is not None and not isinstance(exact, bool):
+        raise TypeError(f"exact must be True, False or None, got {type(exact).__name__}")
 
 
-def _held_back(text: str, stops: list[str]) -> int:
-    """Length of the longest suffix of ``text`` that could still grow into a stop string."""
-    hold = 0
-    for s in stops:
-        for i in range(min(len(s) - 1, len(text)), hold, -1):
-            if text.endswith(s[:i]):
-                hold = i
-                break
-    return hold
+def _usage(n_prompt: int, gen: Any) -> dict:
+    usage: dict = {"prompt_tokens": n_prompt, "completion_tokens": len(gen.tokens),
+                   "total_tokens": n_prompt + len(gen.tokens)}
+    if gen.prediction_usage is not None:
+        usage["completion_tokens_details"] = dict(gen.prediction_usage)
+    return usage
 
 
 class SpeculativeLlama:
     """llm: the ``llama_cpp.Llama`` to speed up. options: ``SpeculativeEngine``'s.
     ``exact`` there is the wrapper's default; each call may override it with its
-    own ``exact=`` keyword (greedy and sampled requests alike)."""
+    own ``exact=`` keyword (greedy and sampled requests alike).
+
+    Threading: calls on one wrapper are serialised (a non-streamed call holds the
+    engine's lock to its end, a stream for each pass). A call that starts while
+    a stream of the same wrapper is unfinished ends that stream: resuming it
+    raises RuntimeError. Streams never interleave on one Llama; give each
+    concurrent user its own Llama (and wrapper)."""
 
     def __init__(self, llm: Any, **options: Any) -> None:
         self.llm = llm
         self.engine = SpeculativeEngine(llm, **options)
-        self._options = options
-        self._other: Optional[SpeculativeEngine] = None  # the engine of the other exactness, made on first use
-        self._chat_exact: Optional[bool] = None  # a chat call's override, seen by the handler's completion call
         self.last_speculative: dict = {}  # the stats of the latest request
-
-    def _engine_for(self, exact: Optional[bool]) -> SpeculativeEngine:
-        if exact is None:
-            exact = self._chat_exact
-        if exact is not None and not isinstance(exact, bool):
-            raise TypeError(f"exact must be True, False or None, got {type(exact).__name__}")
-        if exact is None or exact == self.engine.exact:
-            return self.engine
-        if self._other is None:
-            # Both engines drive the same Llama and rebuild their tables per call, so
-            # they share nothing but the measured invariance report.
-            options = {**self._options, "exact": exact}
-            if exact and self.engine.invariance is not None:
-                options["invariance"] = self.engine.invariance
-            self._other = SpeculativeEngine(self.llm, **options)
-        return self._other
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names this class lacks: tokenize, metadata, chat_format...
@@ -106,11 +87,17 @@ class SpeculativeLlama:
         grammar: Any = None,
         logit_bias: Optional[Dict[int, float]] = None,
         exact: Optional[bool] = None,
+        prediction: Any = None,
     ) -> Any:
-        """llama-cpp-python's ``Llama.create_completion``, speculative. ``exact``:
-        this call's verify mode (None: the wrapper's)."""
-        engine = self._engine_for(exact)
-        greedy = temperature <= 0 or top_k == 1
+        """llama-cpp-python's ``Llama.create_completion``, speculative.
+        exact: this call's verify mode (None: the wrapper's).
+        prediction: OpenAI's predicted output, ``{"type": "content", "content": str
+            | [{"type": "text", "text": str}, ...]}``: drafted from where the output
+            follows it. The text is the same as without it; the response's usage
+            then carries ``completion_tokens_details`` with OpenAI's
+            ``accepted_prediction_tokens`` and ``rejected_prediction_tokens``."""
+        _check_exact(exact)
+        greedy = temperature == 0 or (temperature > 0 and top_k == 1)
         unsupported = {
             "suffix": suffix is not None, "logprobs": logprobs is not None,
             "mirostat_mode": mirostat_mode != 0, "logits_processor": logits_processor is not None,
@@ -127,6 +114,10 @@ class SpeculativeLlama:
                 "decoding; call the wrapped Llama (.llm) directly for such requests")
         sampling = None
         if not greedy:
+            if temperature < 0:
+                # llama-cpp-python samples from the whole distribution at a negative
+                # temperature: logit bias and penalties, then no truncation, T = 1.
+                top_k, top_p, min_p, typical_p, temperature = 0, 1.0, 0.0, 1.0, 1.0
             sampling = SamplingParams(
                 temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p,
                 repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
@@ -141,54 +132,43 @@ class SpeculativeLlama:
         if echo:
             prefix = prompt if isinstance(prompt, str) else self.llm.detokenize(
                 prompt_tokens_for(self.llm, prompt)).decode("utf-8", errors="ignore")
-        run = engine.stream(prompt, max_tokens=limit, stop=stops, stopping_criteria=stopping_criteria,
-                                 sampling=sampling)
+        run = self.engine.stream(prompt, max_tokens=limit, stop=stops, stopping_criteria=stopping_criteria,
+                                 sampling=sampling, exact=exact, prediction=prediction)
         if stream:
-            return self._stream_chunks(run, head, prefix, stops)
-        for _ in run:
-            pass
-        gen = run.result
-        n_prompt = len(run.prompt_tokens)
+            return self._stream_chunks(run, head, prefix)
+        gen = run.run_to_end()
         self.last_speculative = {"used": True, **gen.stats.to_dict()}
         return {
             **head,
             "choices": [{"text": prefix + gen.text, "index": 0, "logprobs": None,
                          "finish_reason": gen.finish_reason}],
-            "usage": {"prompt_tokens": n_prompt, "completion_tokens": len(gen.tokens),
-                      "total_tokens": n_prompt + len(gen.tokens)},
-            "speculative": {"used": True, **gen.stats.to_dict()},
+            "usage": _usage(len(run.prompt_tokens), gen),
+            "speculative": self.last_speculative,
         }
 
     __call__ = create_completion
 
-    def _stream_chunks(self, run: Any, head: dict, prefix: str, stops: list[str]) -> Iterator[dict]:
+    def _stream_chunks(self, run: Any, head: dict, prefix: str) -> Iterator[dict]:
         """One chunk per verify pass: the text that can no longer change (no split
-        UTF-8 character, nothing that may still turn out to start a stop string)."""
-        def chunk(text: str, finish: Optional[str], extra: Optional[dict] = None) -> dict:
-            out = {**head, "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
-            if extra is not None:
-                out["speculative"] = extra
-            return out
+        UTF-8 character, nothing that may still turn out to start a stop string).
+        The last chunk carries the finish reason, the usage and the stats."""
+        def chunk(text: str, finish: Optional[str]) -> dict:
+            return {**head, "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
 
-        llm = self.llm
         sent = 0
-        data = b""
         if prefix:
             yield chunk(prefix, None)
-        for tokens in run:
-            data += llm.detokenize(tokens, prev_tokens=run.prompt_tokens)
-            text = _utf8_complete_prefix(data).decode("utf-8", errors="ignore")
-            safe = len(text) - _held_back(text, stops)
-            for s in stops:  # a stop completed in this chunk: the engine ends right after it
-                found = text.find(s, max(0, sent - len(s)))
-                if found >= 0:
-                    safe = min(safe, found)
-            if safe > sent:
-                yield chunk(text[sent:safe], None)
-                sent = safe
+        for _ in run:
+            stable = run.text.stable
+            if len(stable) > sent:
+                yield chunk(stable[sent:].decode("utf-8", errors="ignore"), None)
+                sent = len(stable)
         gen = run.result
         self.last_speculative = {"used": True, **gen.stats.to_dict()}
-        yield chunk(gen.text[sent:], gen.finish_reason, self.last_speculative)
+        last = chunk(run.text.data[sent:].decode("utf-8", errors="ignore"), gen.finish_reason)
+        last["usage"] = _usage(len(run.prompt_tokens), gen)
+        last["speculative"] = self.last_speculative
+        yield last
 
     # ------------------------------------------------------------------
     def create_chat_completion(
@@ -222,32 +202,36 @@ class SpeculativeLlama:
         logprobs: Optional[bool] = None,
         top_logprobs: Optional[int] = None,
         exact: Optional[bool] = None,
+        prediction: Any = None,
     ) -> Any:
         """llama-cpp-python's ``Llama.create_chat_completion``: the model's chat
         handler formats the messages exactly as it does for the plain ``Llama``,
-        then calls this wrapper's ``create_completion``. ``exact``: as there."""
+        then calls ``create_completion`` on a view of this wrapper that adds this
+        call's ``exact`` and ``prediction`` (as there), so concurrent calls never
+        share per-call state."""
         from llama_cpp import llama_chat_format
 
-        self._engine_for(exact)  # a bad value fails here, before any formatting
+        _check_exact(exact)  # a bad value fails here, before any formatting
+        prediction_text(prediction)
         llm = self.llm
         handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
                    or llama_chat_format.get_chat_completion_handler(llm.chat_format))
-        self._chat_exact = exact
-        try:
-            out = handler(
-                llama=self, messages=messages, functions=functions, function_call=function_call, tools=tools,
-                tool_choice=tool_choice, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
-                typical_p=typical_p, logprobs=logprobs, top_logprobs=top_logprobs, stream=stream, stop=stop,
-                seed=seed, response_format=response_format, max_tokens=max_tokens,
-                presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
-                repeat_penalty=repeat_penalty, tfs_z=tfs_z, mirostat_mode=mirostat_mode,
-                mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, model=model,
-                logits_processor=logits_processor, grammar=grammar, logit_bias=logit_bias)
-        finally:
-            self._chat_exact = None
-        if isinstance(out, dict):  # the chat handler rebuilds the dict, so add the stats back
-            out["speculative"] = self.last_speculative
-        return out
+        view = _CallView(self, exact=exact, prediction=prediction)
+        out = handler(
+            llama=view, messages=messages, functions=functions, function_call=function_call, tools=tools,
+            tool_choice=tool_choice, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+            typical_p=typical_p, logprobs=logprobs, top_logprobs=top_logprobs, stream=stream, stop=stop,
+            seed=seed, response_format=response_format, max_tokens=max_tokens,
+            presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+            repeat_penalty=repeat_penalty, tfs_z=tfs_z, mirostat_mode=mirostat_mode,
+            mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, model=model,
+            logits_processor=logits_processor, grammar=grammar, logit_bias=logit_bias)
+        if isinstance(out, dict):  # the chat handler rebuilds the dict: add what it drops
+            out["speculative"] = view.last_speculative
+            if view.last_usage is not None:
+                out["usage"] = view.last_usage
+            return out
+        return _chat_stream(out, view)
 
     # ------------------------------------------------------------------
     def generate(self, tokens: Any, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
@@ -260,8 +244,8 @@ class SpeculativeLlama:
         yield exactly the plain tokens (with exact=True); unlike ``Llama.generate``
         they end after an end-of-generation token (yielded last) or at the end of
         the context. ``exact``: this call's verify mode (None: the wrapper's)."""
-        engine = self._engine_for(exact)
-        if not (temp <= 0 or top_k == 1):
+        _check_exact(exact)
+        if not (temp == 0 or (temp > 0 and top_k == 1)):
             return self.llm.generate(
                 tokens, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p, temp=temp,
                 repeat_penalty=repeat_penalty, reset=reset, frequency_penalty=frequency_penalty,
@@ -274,16 +258,60 @@ class SpeculativeLlama:
                                  "reset=False": not reset}.items() if used]
         if bad:
             raise NotImplementedError(f"ngramspec's greedy generate does not support {', '.join(bad)}")
-        return self._generate_greedy(engine, list(tokens), stopping_criteria)
+        return self._generate_greedy(list(tokens), stopping_criteria, exact)
 
-    def _generate_greedy(self, engine: SpeculativeEngine, tokens: list, stopping_criteria: Any) -> Iterator[int]:
-        run = engine.stream(tokens, max_tokens=None, stopping_criteria=stopping_criteria)
+    def _generate_greedy(self, tokens: list, stopping_criteria: Any, exact: Optional[bool]) -> Iterator[int]:
+        run = self.engine.stream(tokens, max_tokens=None, stopping_criteria=stopping_criteria, exact=exact)
         for chunk in run:
             yield from chunk
         if run.result.eog_token is not None:  # Llama.generate yields it too
             yield run.result.eog_token
 
 
+class _CallView:
+    """The wrapper as one chat call's handler sees it: ``create_completion`` gets
+    the call's ``exact`` and ``prediction``; the usage and stats it returns are
+    kept for the chat response (the handler rebuilds the dict without them)."""
+
+    def __init__(self, spec: SpeculativeLlama, **extra: Any) -> None:
+        self._spec, self._extra = spec, extra
+        self.last_speculative: dict = {}
+        self.last_usage: Optional[dict] = None
+
+    def create_completion(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._spec.create_completion(*args, **kwargs, **self._extra)
+        if isinstance(out, dict):
+            self.last_speculative, self.last_usage = out["speculative"], out["usage"]
+            return out
+        return self._watch(out)
+
+    __call__ = create_completion
+
+    def _watch(self, chunks: Iterator[dict]) -> Iterator[dict]:
+        for c in chunks:
+            if "speculative" in c:
+                self.last_speculative, self.last_usage = c["speculative"], c.get("usage")
+            yield c
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._spec, name)
+
+
+def _chat_stream(chunks: Iterator[dict], view: _CallView) -> Iterator[dict]:
+    """A chat stream whose last chunk carries the usage and stats, as a completion stream's does."""
+    pending = None
+    for c in chunks:
+        if pending is not None:
+            yield pending
+        pending = c
+    if pending is not None:
+        if view.last_usage is not None:
+            pending["usage"] = view.last_usage
+        pending["speculative"] = view.last_speculative
+        yield pending
+
+
 def wrap(llm: Any, **options: Any) -> SpeculativeLlama:
+
     """Shorthand for ``SpeculativeLlama(llm, **options)``."""
     return SpeculativeLlama(llm, **options)

@@ -1,0 +1,108 @@
+"""The one place that answers "what do we verify this pass".
+
+A ``Drafter`` holds the proposers, the batch sizes verification may use, and the
+policy. Each pass it asks every proposer for a draft, lets the policy choose one
+proposal and its length, and returns that draft. After verification it tells the
+policy what happened (``verified``), and after emission it tells the proposers
+and the policy what the text became (``accept``). The generation loop never sees
+a proposer's insides, and ``bench/replay.py`` drives this same class on recorded
+outputs, so what the replay prices is the code that ships.
+
+The draft length is decided here and only here (``draft``): the cap the loop
+gives (room left in max_tokens and the context), ``max_draft``, the proposals'
+lengths, and the policy's choice among the allowed batch sizes.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .proposer import Proposal, Proposer
+
+__all__ = ["Drafter", "assign_source_bases"]
+
+_PLAIN = Proposal.none()
+
+
+def assign_source_bases(proposers: Sequence[Proposer]) -> int:
+    """Give each proposer its first index in the policy's source table, in order;
+    returns the table's size."""
+    base = 0
+    for p in proposers:
+        p.source_base = base
+        base += len(p.source_priors)
+    return base
+
+
+class Drafter:
+    """proposers: the sources of drafts, in priority order (ties go to the first).
+    policy: a ``CostAwarePolicy`` or ``EagerPolicy``.
+    allowed: allowed[b] is True when a verify batch of b tokens may be used.
+    max_draft: most draft tokens per pass."""
+
+    def __init__(self, proposers: Sequence[Proposer], policy: Any, allowed: np.ndarray, max_draft: int) -> None:
+        self.proposers = list(proposers)
+        self.policy = policy
+        self.allowed = allowed
+        self.max_draft = min(max_draft, len(allowed) - 2)
+        assign_source_bases(self.proposers)
+        for p in self.proposers:
+            policy.declare_sources(p.source_base, p.source_priors)
+        self._offered: list[Proposal] = []
+        self._which = 0
+        self._output: list[int] = []
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        for p in self.proposers:
+            p.begin(prompt)
+        self.policy.new_generation()
+        self._offered, self._output = [], []
+
+    def draft(self, cap: int) -> Proposal:
+        """The draft to verify after the token just emitted: at most ``cap`` tokens
+        (what the output and the context still have room for); empty means decode
+        plainly."""
+        k = min(self.max_draft, cap)
+        if k <= 0 or not self.proposers:
+            self._offered = []
+            return _PLAIN
+        offered = [_PLAIN if getattr(p, "gate", None) else p.propose(k) for p in self.proposers]
+        for i, p in enumerate(self.proposers):
+            gate = getattr(p, "gate", None)
+            if gate is not None:  # a costly proposer (a draft model): priced before it is called
+                n = gate.plan(p, self.policy, self.allowed, k, offered)
+                offered[i] = p.propose(n) if n else Proposal.none(p.name)
+        which, n = self.policy.choose_proposal(offered, self.allowed)
+        self._offered, self._which = offered, which
+        return offered[which].head(n) if n else _PLAIN
+
+    def verified(self, draft: Proposal, seconds: float, accepted: int) -> None:
+        """The pass verified ``draft`` (after one bonus position) in ``seconds`` and
+        accepted its first ``accepted`` tokens. What was offered and not verified
+        is scored later, once the text shows it (the policy's ``defer``)."""
+        policy, k = self.policy, len(draft)
+        policy.observe(k + 1, seconds, draft.sources, accepted)
+        start = len(self._output)
+        for i, p in enumerate(self._offered):
+            if i != self._which:
+                policy.defer(start, p.tokens.tolist(), p.sources)
+            elif accepted == k:
+                policy.defer(start + k, p.tokens[k:].tolist(), p.sources[k:])
+
+    def accept(self, tokens: Sequence[int]) -> None:
+        """The model emitted ``tokens`` after the text so far."""
+        for p in self.proposers:
+            p.accept(tokens)
+        self._output.extend(tokens)
+        self.policy.settle(self._output)
+        self._offered = []
+
+    def end(self) -> None:
+        for p in self.proposers:
+            p.end(self._output)
+
+    @property
+    def output(self) -> list[int]:
+        """Every token accepted since ``begin``."""
+        return self._output

@@ -1,0 +1,90 @@
+"""The generated text, built token by token exactly as llama-cpp-python's
+``create_completion`` builds it: the one place stop strings are matched.
+
+Plain llama-cpp-python, after each token:
+  * detokenizes the completion so far;
+  * if the last 3 bytes hold the lead byte of a UTF-8 character that is not yet
+    complete, skips the stop-string and ``max_tokens`` checks for as many tokens
+    as the character still needs (its ``multibyte_fix``), so ``max_tokens`` can be
+    overshot to finish a character;
+  * otherwise cuts the text at the first occurrence of the first stop string (in
+    the order given) that occurs, and ends.
+``OutputText`` reproduces that rule, and also says which prefix of the text can no
+longer change (``stable``: no split character, nothing that may still grow into
+a stop string), which is what a stream may send.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+__all__ = ["OutputText", "utf8_complete_prefix"]
+
+# (bytes in the character, lead-byte pattern), as llama-cpp-python checks them.
+_LEADS = ((2, 192), (3, 224), (4, 240))
+
+
+def utf8_complete_prefix(data: bytes) -> bytes:
+    """``data`` without a trailing, still incomplete UTF-8 sequence."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # a lead byte (or ASCII)
+            need = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
+            return data if need <= back else data[:-back]
+    return data
+
+
+class OutputText:
+    """llm: the Llama whose tokenizer renders tokens. stops: stop strings (empty
+    ones are ignored)."""
+
+    def __init__(self, llm: Any, stops: Sequence[str]) -> None:
+        self._detokenize = llm.detokenize
+        self.stops = [s.encode("utf-8") for s in stops if s]
+        self._longest = max((len(s) for s in self.stops), default=0)
+        self.data = b""              # the text so far (cut before a stop once one is found)
+        self.stopped = False         # a stop string ended the text
+        self._multibyte_fix = 0
+        self._checked = 0            # bytes already searched for stop strings
+
+    def add(self, token: int) -> bool:
+        """Appends one token's bytes. True when the checks that follow a token
+        (stop strings, max_tokens) apply to it; False while plain llama-cpp-python
+        would skip them to complete a multi-byte character."""
+        self.data += self._detokenize([token])
+        for k, char in enumerate(self.data[-3:]):
+            k = 3 - k
+            for num, pattern in _LEADS:
+                if num > k and pattern & char == pattern:
+                    self._multibyte_fix = num - k
+        if self._multibyte_fix > 0:
+            self._multibyte_fix -= 1
+            return False
+        if self.stops:
+            # The text up to _checked was searched already, so a new occurrence
+            # ends in the bytes added since.
+            window = self.data[max(0, self._checked - self._longest + 1):]
+            self._checked = len(self.data)
+            hits = [s for s in self.stops if s in window]
+            if hits:
+                self.data = self.data[: self.data.index(hits[0])]
+                self.stopped = True
+        return True
+
+    @property
+    def stable(self) -> bytes:
+        """The prefix that later tokens can no longer change: no split character,
+        and no suffix that may still grow into a stop string."""
+        data = self.data
+        if not self.stopped and self.stops:
+            hold = 0
+            for s in self.stops:
+                for i in range(min(len(s) - 1, len(data)), hold, -1):
+                    if data.endswith(s[:i]):
+                        hold = i
+                        break
+            data = data[: len(data) - hold]
+        return utf8_complete_prefix(data)
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="ignore")

@@ -1,0 +1,166 @@
+"""The user's predicted output (OpenAI's ``prediction=``) as a proposer.
+
+A code edit returns mostly the file it was given, and the caller knows it:
+``prediction={"type": "content", "content": "..."}`` carries that text. It is
+tokenized once. The proposer follows the output through it: while the output
+agrees, it drafts the prediction's next tokens; where the output departs from
+it (an inserted line, a renamed identifier, a deleted block), it finds where the
+output's recent tokens meet the prediction again, anywhere in it, and drafts
+from there. One wrong line never ends its use.
+
+Its buckets, like the copy proposer's, are the length of the match the draft
+follows (start of the output; 1; 2-3; 4-7; 8-15; 16+ tokens), each twice: fresh,
+and continuing a draft that agreed with everything the last pass emitted. The
+policy learns their acceptance, so a useless prediction is soon refused and
+costs nothing but its hindsight scoring.
+
+Verification makes the output exactly what it would be without a prediction:
+the prediction only changes how many tokens each forward pass yields.
+"""
+from __future__ import annotations
+
+from difflib import SequenceMatcher
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from .proposer import Proposal
+
+__all__ = ["PredictionProposer", "prediction_text", "prediction_usage"]
+
+_BUCKETS = 6
+# Fresh, then continuing. A prediction is the caller's own statement of what the
+# output will be, so it starts more trusted than a copy from the prompt.
+_PRIORS = (0.5, 0.3, 0.45, 0.6, 0.75, 0.85) + (0.6, 0.6, 0.7, 0.8, 0.9, 0.95)
+_MAX_CANDIDATES = 256   # resync: most occurrences of the anchor examined
+_MAX_MATCH = 64         # resync: longest backward match measured
+
+
+def prediction_text(prediction: Any) -> str:
+    """The text of an OpenAI ``prediction`` (``{"type": "content", "content": str |
+    [{"type": "text", "text": str}, ...]}``), or a plain str; None gives "".
+    Raises TypeError / ValueError naming the offending field."""
+    if prediction is None:
+        return ""
+    if isinstance(prediction, str):
+        return prediction
+    if not isinstance(prediction, dict):
+        raise TypeError(f"prediction must be a dict like {{'type': 'content', 'content': ...}} or a str, "
+                        f"got {type(prediction).__name__}")
+    unknown = set(prediction) - {"type", "content"}
+    if unknown:
+        raise ValueError(f"prediction has unknown field(s): {', '.join(sorted(map(str, unknown)))}")
+    kind = prediction.get("type")
+    if kind != "content":
+        raise ValueError(f"prediction.type must be 'content', got {kind!r}")
+    if "content" not in prediction:
+        raise ValueError("prediction.content is missing")
+    content = prediction["content"]
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise TypeError(f"prediction.content must be a str or a list of text parts, got {type(content).__name__}")
+    parts = []
+    for i, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise TypeError(f"prediction.content[{i}] must be a dict like {{'type': 'text', 'text': ...}}, "
+                            f"got {type(part).__name__}")
+        if part.get("type") != "text":
+            raise ValueError(f"prediction.content[{i}].type must be 'text', got {part.get('type')!r}")
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise TypeError(f"prediction.content[{i}].text must be a str, got {type(text).__name__}")
+        parts.append(text)
+    return "".join(parts)
+
+
+def prediction_usage(predicted: Sequence[int], output: Sequence[int]) -> dict[str, int]:
+    """OpenAI's ``completion_tokens_details`` counts: prediction tokens that
+    appear in the completion (aligned in order, as a diff would), and those that
+    do not."""
+    if not predicted:
+        return {"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+    matcher = SequenceMatcher(None, list(predicted), list(output), autojunk=False)
+    accepted = sum(block.size for block in matcher.get_matching_blocks())
+    return {"accepted_prediction_tokens": accepted, "rejected_prediction_tokens": len(predicted) - accepted}
+
+
+def _bucket(match: int) -> int:
+    return 0 if match <= 0 else min(_BUCKETS - 1, match.bit_length())
+
+
+class PredictionProposer:
+    """tokens: the prediction, tokenized once."""
+
+    name: ClassVar[str] = "prediction"
+
+    def __init__(self, tokens: Sequence[int]) -> None:
+        self.tokens = [int(t) for t in tokens]
+        self._array = np.asarray(self.tokens, dtype=np.int32)
+        self.source_priors: Sequence[float] = _PRIORS
+        self.source_base = 0
+        # (a, b) -> positions j with tokens[j-2:j] == [a, b]: where a draft could resume.
+        self._index: dict[tuple[int, int], list[int]] = {}
+        for j in range(2, len(self.tokens) + 1):
+            self._index.setdefault((self.tokens[j - 2], self.tokens[j - 1]), []).append(j)
+        self.begin(())
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self._context: list[int] = []   # the output so far (the prediction is compared with it only)
+        self._pos = 0                  # the prediction index the next output token is expected at
+        self._synced = True            # the output so far ends where _pos says
+        self._match = 0                # output tokens matched in a row, ending at _pos
+        self._continuing = False
+        self._last = 0                 # tokens drafted by the latest propose
+
+    def _resync(self) -> None:
+        ctx = self._context
+        if len(ctx) < 2:
+            return
+        candidates = self._index.get((ctx[-2], ctx[-1]))
+        if not candidates:
+            return
+        if len(candidates) > _MAX_CANDIDATES:   # keep those nearest the last known place
+            i = int(np.searchsorted(candidates, self._pos))
+            lo = max(0, i - _MAX_CANDIDATES // 2)
+            candidates = candidates[lo: lo + _MAX_CANDIDATES]
+        best_j, best_len = -1, 0
+        for j in candidates:
+            n = 2
+            limit = min(_MAX_MATCH, j, len(ctx))
+            while n < limit and self.tokens[j - 1 - n] == ctx[-1 - n]:
+                n += 1
+            # Longest match wins; on a tie, the first place at or after the last known one.
+            if n > best_len or (n == best_len and best_j < self._pos <= j):
+                best_j, best_len = j, n
+        if best_j >= 0:
+            self._pos, self._match, self._synced = best_j, best_len, True
+
+    def propose(self, k: int) -> Proposal:
+        if not self._synced:
+            self._resync()
+        if not self._synced or self._pos >= len(self.tokens):
+            self._last = 0
+            return Proposal.none(self.name)
+        draft = self._array[self._pos: self._pos + k]
+        self._last = len(draft)
+        base = self.source_base + (_BUCKETS if self._continuing else 0)
+        cont = self.source_base + _BUCKETS
+        sources = [base + _bucket(self._match)] + [cont + _bucket(self._match + i) for i in range(1, len(draft))]
+        return Proposal(draft, sources, self.name, self._match)
+
+    def accept(self, tokens: Sequence[int]) -> None:
+        drafted, self._last = self._last, 0
+        agreed = bool(tokens) and drafted > 0
+        for t in tokens:
+            t = int(t)
+            self._context.append(t)
+            if self._synced and self._pos < len(self.tokens) and self.tokens[self._pos] == t:
+                self._pos += 1
+                self._match += 1
+            else:
+                self._synced, self._match, agreed = False, 0, False
+        self._continuing = agreed and self._synced
+
+    def end(self, output: Sequence[int]) -> None:
+        pass

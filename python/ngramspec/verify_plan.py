@@ -1,0 +1,78 @@
+"""Which verify batch sizes a (model, build, exactness) may use, and what they cost.
+
+Exact mode may only verify with batch sizes whose logits are bit-identical to
+one-token decoding on this model and llama.cpp build (``check_batch_invariance``);
+fast mode (exact=False) may use every size. Either way the plan carries the
+measured cost curve r(B) that the policy starts from.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .invariance import InvarianceReport, check_batch_invariance
+
+__all__ = ["VerifyPlan", "build_plan"]
+
+
+@dataclass(frozen=True)
+class VerifyPlan:
+    """allowed[b]: a verify batch of b tokens may be used (index 0 unused, b=1 always).
+    relative_costs: measured r(B) by batch size ({} when none was measured).
+    exact: whether the allowed sizes were checked bit-exact.
+    origin: where the sizes and costs came from, for stats and doctor."""
+    allowed: np.ndarray
+    relative_costs: dict[int, float] = field(default_factory=dict)
+    exact: bool = True
+    origin: str = "plain"
+
+    @property
+    def max_batch(self) -> int:
+        sizes = np.flatnonzero(self.allowed)
+        return int(sizes[-1]) if len(sizes) else 1
+
+
+def build_plan(llm: Any, *, exact: bool, max_batch: int, can_roll_back: bool,
+               invariance: InvarianceReport | None = None, use_cache: bool = True) -> tuple[VerifyPlan, Any]:
+    """The plan for verify batches of up to ``max_batch`` tokens, and the
+    invariance report it used (None in fast mode).
+
+    Side effects, stated because they touch the user's Llama: measuring (exact
+    mode without a given or cached report, or fast mode's one cost sweep) decodes
+    test batches, which clears the Llama's KV cache once; with ``use_cache`` the
+    exact report is read from, or written to, the on-disk cache (invariance_cache)."""
+    allowed = np.zeros(max_batch + 1, dtype=bool)
+    allowed[1] = True
+    if max_batch < 2 or not can_roll_back:
+        return VerifyPlan(allowed, {}, exact, "plain"), invariance
+    if not exact:
+        allowed[1:] = True
+        if invariance is not None:
+            return VerifyPlan(allowed, invariance.relative_costs(), False, "given report"), invariance
+        # One sweep: fast mode's curve is far from linear (a tiled kernel makes
+        # 8+ rows cheap per row), so it is priced as measured.
+        from .costcurve import measure_verify_cost
+
+        curve = measure_verify_cost(llm, max_batch, reps=1, context_tokens=32)
+        return VerifyPlan(allowed, dict(enumerate(curve.relative, 1)), False, "cost sweep"), invariance
+    origin = "given report"
+    if invariance is None:
+        if use_cache:
+            from .invariance_cache import load_or_check
+
+            invariance = load_or_check(llm, max_batch)
+            origin = "invariance check (cached per model and build)"
+        else:
+            invariance = check_batch_invariance(llm, max_batch=max_batch)
+            origin = "invariance check"
+    for b in range(2, max_batch + 1):
+        r = invariance.results.get(b)
+        allowed[b] = bool(r is not None and r.invariant)
+    if not allowed[2:].any():
+        warnings.warn("no verify batch size above 1 is bit-exact with this model and llama.cpp build; "
+                      "decoding plainly (exact=False speculates anyway)", RuntimeWarning, stacklevel=4)
+    # The check timed every batch size it decoded: a free first cost curve.
+    return VerifyPlan(allowed, invariance.relative_costs(), True, origin), invariance

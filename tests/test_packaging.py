@@ -33,10 +33,11 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run(cmd: list, timeout: int, **kw) -> subprocess.CompletedProcess:
+def run(cmd: list[object], timeout: int, **kw) -> subprocess.CompletedProcess[str]:
     kw.setdefault("env", clean_env())
     p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
-    assert p.returncode == 0, f"{' '.join(map(str, cmd))} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    shown = " ".join(map(str, cmd))
+    assert p.returncode == 0, f"{shown} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
     return p
 
 

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Static checks: ruff (lint + import order), mypy (strict for python/ngramspec), and
+# a -Werror build of the C++ core (-Wall -Wextra, NGRAMSPEC_WERROR=ON) into
+# build/werror, never into .venv. Runs every check and fails if any failed.
+# Not gated in .ci/run yet (README, Development). Config: pyproject.toml [tool.ruff],
+# [tool.mypy]; the same checks run as pre-commit hooks (.pre-commit-config.yaml).
+#
+# Usage: bash scripts/check.sh [ruff|mypy|werror ...]     (default: all three)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+BIN=$(dirname "$PY")
+export PATH="$BIN:$PATH"
+checks=("$@")
+[ ${#checks[@]} -gt 0 ] || checks=(ruff mypy werror)
+failed=()
+
+for check in "${checks[@]}"; do
+    echo "== $check"
+    case "$check" in
+        ruff)
+            "$PY" -m ruff check python tests bench scripts || failed+=(ruff) ;;
+        mypy)
+            # Files and strictness come from pyproject.toml [tool.mypy].
+            "$PY" -m mypy || failed+=(mypy)
+            # Tests and bench: errors, not missing annotations (pyproject.toml explains).
+            echo "== mypy (tests, bench: looser)"
+            "$PY" -m mypy --allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls \
+                --allow-untyped-decorators --no-warn-return-any --check-untyped-defs \
+                --follow-imports=silent --explicit-package-bases tests bench || failed+=(mypy-tests) ;;
+        werror)
+            BUILD=${NGRAMSPEC_WERROR_DIR:-build/werror}
+            GEN=()
+            command -v ninja >/dev/null && [ ! -f "$BUILD/CMakeCache.txt" ] && GEN=(-G Ninja)
+            if cmake -S . -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DNGRAMSPEC_WERROR=ON \
+                    -DPython_EXECUTABLE="$("$PY" -c 'import sys; print(sys.executable)')" \
+                    -Dpybind11_DIR="$("$PY" -m pybind11 --cmakedir)" >/dev/null; then
+                cmake --build "$BUILD" -j "${CMAKE_BUILD_PARALLEL_LEVEL:-2}" || failed+=(werror)
+            else
+                failed+=(werror)
+            fi ;;
+        *)
+            echo "check.sh: unknown check '$check' (ruff, mypy, werror)" >&2; exit 2 ;;
+    esac
+done
+
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "check.sh: FAILED: ${failed[*]}"
+    exit 1
+fi
+echo "check.sh: all passed"

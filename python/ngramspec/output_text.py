@@ -41,32 +41,40 @@ class OutputText:
         self._detokenize = llm.detokenize
         self.stops = [s.encode("utf-8") for s in stops if s]
         self._longest = max((len(s) for s in self.stops), default=0)
-        self.data = b""              # the text so far (cut before a stop once one is found)
+        self._buf = bytearray()      # the text so far (cut before a stop once one is found)
         self.stopped = False         # a stop string ended the text
         self._multibyte_fix = 0
         self._checked = 0            # bytes already searched for stop strings
+
+    @property
+    def data(self) -> bytes:
+        return bytes(self._buf)
 
     def add(self, token: int) -> bool:
         """Appends one token's bytes. True when the checks that follow a token
         (stop strings, max_tokens) apply to it; False while plain llama-cpp-python
         would skip them to complete a multi-byte character."""
-        self.data += self._detokenize([token])
-        for k, char in enumerate(self.data[-3:]):
-            k = 3 - k
-            for num, pattern in _LEADS:
-                if num > k and pattern & char == pattern:
-                    self._multibyte_fix = num - k
+        buf = self._buf
+        buf += self._detokenize([token])
+        tail = buf[-3:]
+        if tail and max(tail) >= 0xC0:   # only a lead byte can start a split character
+            for k, char in enumerate(tail):
+                k = 3 - k
+                for num, pattern in _LEADS:
+                    if num > k and pattern & char == pattern:
+                        self._multibyte_fix = num - k
         if self._multibyte_fix > 0:
             self._multibyte_fix -= 1
             return False
         if self.stops:
             # The text up to _checked was searched already, so a new occurrence
             # ends in the bytes added since.
-            window = self.data[max(0, self._checked - self._longest + 1):]
-            self._checked = len(self.data)
+            lo = max(0, self._checked - self._longest + 1)
+            window = bytes(buf[lo:])
+            self._checked = len(buf)
             hits = [s for s in self.stops if s in window]
             if hits:
-                self.data = self.data[: self.data.index(hits[0])]
+                del buf[buf.index(hits[0]):]
                 self.stopped = True
         return True
 

@@ -14,6 +14,13 @@ with the model-free limit on the same tokens. Only the decode cost is modelled
   cpu-1t    a 1-thread CPU curve (FACTS 3b: r(2) 1.15, r(4) 1.75, r(7) 2.8, r(8) 3.5);
   gpu       a GPU-like curve, r(B) = 1 + 0.05 (B - 1), exact sizes up to 16.
 
+--believed-curve replays the online correction (issue 16): the policy starts from
+this curve (a preset or file, e.g. the loaded-machine curve "trap": r(B) = B), learns
+the cost from the timings the true curve (--cost-curve) gives each pass, and
+explores as the engine does; --no-explore turns exploration off to compare, and
+--burst A:B:F multiplies every pass's timing in passes A..B-1 of each output by F
+(load arriving mid-generation). The header counts the explored passes.
+
 With --context-cost (a JSON from bench/context_cost.py), every pass is also
 priced at the context length it runs at, the replayed schedule and the limit
 alike, and plain decoding by the same clock.
@@ -45,6 +52,8 @@ PRESETS: dict[str, tuple[list[float], list[int]]] = {
     "cpu-1t": ([1.0, 1.15, 1.45, 1.75, 2.05, 2.35, 2.8, 3.5, 3.85, 4.2, 4.55, 4.9, 5.25, 5.6, 5.95, 6.3, 6.65],
                list(range(1, 8))),
     "gpu": ([1.0 + 0.05 * b for b in range(16)], list(range(1, 17))),
+    # A start-up curve measured under load, after clipping: every batch costs B singles.
+    "trap": ([float(b) for b in range(1, 17)], list(range(1, 17))),
 }
 
 
@@ -61,7 +70,8 @@ def load_curve(spec: str, data: dict) -> tuple[list[float], list[int]]:
 
 
 def replay(prompt: list[int], output: list[int], cost: list[float], allowed: np.ndarray, max_draft: int,
-           policy: CostAwarePolicy, priced: ContextCost | None = None) -> tuple[float, int, float]:
+           policy: CostAwarePolicy, priced: ContextCost | None = None,
+           burst: tuple[int, int, float] | None = None) -> tuple[float, int, float]:
     """(total verify cost in single-token passes, passes, the same passes priced in
     seconds at their context by ``priced``, or nan) for output[1:], drafted by the
     engine's own Drafter."""
@@ -76,7 +86,8 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: np.
         k, accepted = len(draft), 0
         while accepted < k and int(draft.tokens[accepted]) == output[t + 1 + accepted]:
             accepted += 1
-        drafter.verified(draft, cost[k], accepted)
+        load = burst[2] if burst and burst[0] <= passes < burst[1] else 1.0
+        drafter.verified(draft, cost[k] * load, accepted)
         total += cost[k]
         if priced:
             seconds += priced.time(k + 1, len(prompt) + t)
@@ -98,7 +109,15 @@ def main() -> int:
     ap.add_argument("--keep-acceptance", action="store_true",
                     help="one policy for all outputs, in the report's order, carrying its acceptance estimates "
                          "from one generation to the next (the default starts each from the priors, as the engine does)")
+    ap.add_argument("--believed-curve", help="the start-up curve the policy is calibrated with (a preset such as "
+                    "trap, or a file); timings come from --cost-curve and the cost is learned online")
+    ap.add_argument("--no-explore", action="store_true", help="with --believed-curve: no online exploration")
+    ap.add_argument("--burst", help="A:B:F: timings of passes A..B-1 of each output multiplied by F")
     opts = ap.parse_args()
+    burst = None
+    if opts.burst:
+        a, b, f = opts.burst.split(":")
+        burst = (int(a), int(b), float(f))
     data = json.loads(Path(opts.report).read_text())
     llm = llama_cpp.Llama(_model_path(data["model"]), vocab_only=True, verbose=False)
     items = {(w.name, i.label): i for w in sources.build(llm, data["quick"]) for i in w.items}
@@ -113,13 +132,19 @@ def main() -> int:
     by_workload: dict[str, list[tuple[float, ...]]] = {}
 
     carried: list[CostAwarePolicy] = []
+    policies: list[CostAwarePolicy] = []
 
     def fresh_policy() -> CostAwarePolicy:
         if carried:
             return carried[0]
-        # Fixed costs, so a replay's decisions do not depend on this machine's timing.
-        policy = CostAwarePolicy(max_draft + 1, learn_cost=False, keep_acceptance=opts.keep_acceptance)
-        policy.calibrate({b + 1: c for b, c in enumerate(cost[: max_draft + 1])}, shape=opts.all_sizes)
+        # Fixed costs, so a replay's decisions do not depend on this machine's timing
+        # (with --believed-curve: learned from the true curve's timings, as the engine does).
+        learn = bool(opts.believed_curve)
+        policy = CostAwarePolicy(max_draft + 1, learn_cost=learn, keep_acceptance=opts.keep_acceptance,
+                                 explore=learn and not opts.no_explore)
+        start = load_curve(opts.believed_curve, data)[0] if opts.believed_curve else cost
+        policy.calibrate({b + 1: c for b, c in enumerate(start[: max_draft + 1])}, shape=opts.all_sizes)
+        policies.append(policy)
         if opts.keep_acceptance:
             carried.append(policy)
         return policy
@@ -131,7 +156,7 @@ def main() -> int:
         output = llm.tokenize(r["text"].encode(), add_bos=False, special=True)
         if len(output) < 2:
             continue
-        spent, _, seconds = replay(prompt, output, cost, allowed, max_draft, fresh_policy(), priced)
+        spent, _, seconds = replay(prompt, output, cost, allowed, max_draft, fresh_policy(), priced, burst)
         # The limit may use every size of the curve, beyond max_draft.
         limit = oracle.model_free_limit(prompt, output, cost, sizes)
         row = [spent, limit.cost, len(output) - 1]
@@ -144,7 +169,12 @@ def main() -> int:
     if priced:
         head += " priced by context: replayed | limit | % of limit |"
     kind = "every size" if opts.all_sizes else "exact sizes"
-    print(head + f"  ({data['model']}, max_draft {max_draft}, {kind}, cost curve {opts.cost_curve})")
+    note = ""
+    if opts.believed_curve:
+        explored = sum(p.explored for p in {id(p): p for p in policies}.values())
+        note = (f", believed {opts.believed_curve}{' no-explore' if opts.no_explore else ''}"
+                f"{', burst ' + opts.burst if opts.burst else ''}, explored passes {explored}")
+    print(head + f"  ({data['model']}, max_draft {max_draft}, {kind}, cost curve {opts.cost_curve}{note})")
     print("|---" * (head.count("|") - 1) + "|")
     for name, rows in by_workload.items():
         sums = [sum(x[i] for x in rows) for i in range(len(rows[0]))]

@@ -5,19 +5,41 @@ per extra token) and, once ``calibrate`` is given a measured curve, follows the
 measurement, so a kernel that gets cheaper per row at 8+ rows (fast mode) is
 priced as it is. One pooled factor, ``scale``, is a moving average over every
 verify pass timed since, so a single noisy timing cannot steer the choice.
+
+Online correction (issue 16). A curve measured under load can price every batch
+at r(B) = B; then no draft pays, no batch above one token is ever timed, and the
+scale could never learn that the machine is quiet again. Two things keep the
+estimate alive; both are decided by the policy (``policy.py``), which knows what
+would be accepted, and both are counted (``explored``):
+
+- ``observe(..., restart=True)``: a pass verified *to measure* (an exploration)
+  restarts the running mean, so that one real timing replaces a stale scale at
+  once, and the passes after it average in (1/2, 1/3, ...).
+- the one-token time is a moving average of plain passes. When none was timed for
+  ``REFRESH_AFTER`` passes, ``single_is_stale`` says so: the next one-token timing
+  is taken whole (not averaged into an old value), so ratios are never taken
+  against a time from before a change of load.
+
+The scale is also bounded by what is physically plausible: r(B) <= B for every
+priced B (a batch is never dearer than B single tokens), so an inflated timing
+cannot price drafting out by more than that.
 """
 from __future__ import annotations
 
 import math
 
-__all__ = ["CostModel"]
+__all__ = ["CostModel", "REFRESH_AFTER"]
+
+#: Passes without a one-token timing after which the one-token time is stale.
+REFRESH_AFTER = 128
 
 
 class CostModel:
     """max_batch: the largest batch priced. prior_slope: assumed extra cost per
     extra batch token before any measurement. alpha: weight of the newest timing.
     learn: update the scale from timings (False keeps the curve fixed, for
-    reproducible decisions on a machine too noisy to time)."""
+    reproducible decisions on a machine too noisy to time).
+    origin: where the curve came from (stats' ``cost_curve_origin``)."""
 
     def __init__(self, max_batch: int, *, prior_slope: float = 0.4, alpha: float = 0.1, learn: bool = True) -> None:
         self.max_batch = max_batch
@@ -28,8 +50,12 @@ class CostModel:
         self._costs = [1.0 + e for e in self._extra]  # r(B) by batch size, kept current
         self._timed = 0  # verify passes timed since the curve was last set
         self.single_seconds = math.nan  # moving average of a one-token decode
+        self.passes_since_single = 0    # timed passes since the last one-token timing
+        self.origin = f"default linear prior {prior_slope} (B - 1), not calibrated"
+        self.restarts = 0               # explorations that restarted the scale
+        self._max_scale = self._plausible_max()
 
-    def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False) -> None:
+    def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False, origin: str | None = None) -> None:
         """Start the curve from measured r(B) ({B: ratio}), which a busy machine can
         spoil. So each ratio is first clipped to what is physically plausible, [1, B]
         (a batch never costs more than B single tokens); the line through r(1) = 1
@@ -51,7 +77,15 @@ class CostModel:
         for b in range(2, len(extra)):
             extra[b] = max(extra[b], extra[b - 1])
         self._extra, self.scale, self._timed = extra, 1.0, 0
+        if origin is not None:
+            self.origin = origin
+        self._max_scale = self._plausible_max()
         self._refresh()
+
+    def _plausible_max(self) -> float:
+        """The largest scale with r(B) <= B for every priced B."""
+        bounds = [(b - 1) / e for b, e in enumerate(self._extra) if b > 1 and e > 0]
+        return max(1.0, min(bounds)) if bounds else math.inf
 
     def _refresh(self) -> None:
         self._costs = [1.0 + self.scale * e for e in self._extra]
@@ -64,18 +98,43 @@ class CostModel:
         """r(B) indexed by batch size (index 0 unused): the list the policy reads."""
         return self._costs
 
-    def observe(self, batch: int, seconds: float) -> None:
-        """One timed decode of ``batch`` tokens."""
+    def relative_costs(self) -> dict[int, float]:
+        """{B: r(B)} as priced now, B = 1..max_batch."""
+        return {b: round(c, 4) for b, c in enumerate(self._costs) if b >= 1}
+
+    @property
+    def single_is_stale(self) -> bool:
+        """No one-token timing for the last REFRESH_AFTER timed passes."""
+        return self.passes_since_single >= REFRESH_AFTER
+
+    @property
+    def corrected(self) -> bool:
+        """Online timings moved the curve by more than 10% from the start-up one."""
+        return abs(self.scale - 1.0) > 0.1
+
+    def observe(self, batch: int, seconds: float, *, restart: bool = False) -> None:
+        """One timed decode of ``batch`` tokens. ``restart``: it was verified to
+        measure the cost again, so it replaces the scale's running mean."""
         a = self.alpha
+        if not (seconds > 0 and math.isfinite(seconds)):
+            return
         if batch == 1:
             t1 = self.single_seconds
-            self.single_seconds = seconds if math.isnan(t1) else t1 + a * (seconds - t1)
-        elif self.learn and not math.isnan(self.single_seconds) and self._extra[batch] > 0:
+            stale = math.isnan(t1) or self.single_is_stale
+            self.single_seconds = seconds if stale else t1 + a * (seconds - t1)
+            self.passes_since_single = 0
+            return
+        self.passes_since_single += 1
+        if self.learn and not math.isnan(self.single_seconds) and self._extra[batch] > 0:
             ratio = (seconds / self.single_seconds - 1.0) / self._extra[batch]
             # A running mean over the first passes, so a few real timings quickly
             # outweigh a start-up measurement a busy machine may have spoiled;
             # then a moving average.
+            if restart:
+                self._timed = 0
+                self.restarts += 1
             self._timed += 1
             w = max(a, 1.0 / self._timed)
             self.scale += w * (min(max(ratio, 0.1), 3.0) - self.scale)
+            self.scale = min(self.scale, self._max_scale)
             self._refresh()

@@ -14,6 +14,30 @@ refused are scored in hindsight (``defer`` / ``settle``). Blind probing (verify
 one token every so often) was tried and dropped: replaying the suite's outputs
 (bench/replay.py) it cost up to 1% on unpredictable text and gained nothing.
 
+Online correction of the cost curve (issue 16): hindsight can show that refused
+drafts would pay under a cheaper, plausible curve while the curve in use prices
+every draft out (a curve measured under load, or a burst of load during a
+generation). Then no batch above one token would ever be timed again, and the
+curve could never recover. The rule (``choose_among``), with its bound:
+
+- a pass *explores* when the current curve chooses plain decoding, yet under the
+  optimistic curve min(r(B), 1 + EXPLORE_SLOPE (B - 1)) some offered draft scores
+  at least EXPLORE_GAIN expected tokens per unit of verify time; it verifies that
+  draft, at the length the optimistic curve picks, and its timing restarts the
+  cost model's scale (``CostModel.observe(restart=True)``);
+- at most one exploration per ``interval`` passes: the interval starts at
+  EXPLORE_EVERY (8) and doubles, up to EXPLORE_MAX_INTERVAL (64), each time an
+  exploration's timing leaves drafting priced out; it goes back to 8 when the
+  timing shows drafting pays. So explored passes are at most 1/8 of all passes,
+  and on a machine whose verification really is dear at most 4 in the first 120
+  passes and then 1 in 64;
+- on text that cannot be predicted, hindsight acceptance stays low, no draft
+  reaches EXPLORE_GAIN even under the optimistic curve, and nothing is explored;
+- while drafting, if no one-token pass was timed for REFRESH_AFTER (128) passes,
+  one pass decodes plainly to time a fresh one-token reference (at most 1 pass in
+  128), so the scale is never learned against a one-token time from before a
+  change of load.
+
 ``EagerPolicy`` is the rule without a cost model: verify every allowed token of
 the proposal that rests on the longest match.
 """
@@ -24,11 +48,22 @@ from typing import Any, Sequence
 import numpy as np
 
 from .copy_proposer import COPY_PRIORS, N_COPY_SOURCES
-from .costmodel import CostModel
+from .costmodel import REFRESH_AFTER, CostModel
 from .ngram_proposer import N_NGRAM_SOURCES
 from .proposer import Proposal
 
-__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "EagerPolicy", "N_SOURCES"]
+__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "EagerPolicy", "N_SOURCES", "EXPLORE_SLOPE", "EXPLORE_GAIN",
+           "EXPLORE_EVERY", "EXPLORE_MAX_INTERVAL"]
+
+#: The optimistic curve explorations are judged by: r(B) = 1 + EXPLORE_SLOPE (B - 1),
+#: inside the range measured on CPUs (FACTS 3, 3b: 0.33-0.70 per extra row).
+EXPLORE_SLOPE = 0.5
+#: An exploration needs this many expected tokens per unit of verify time under
+#: the optimistic curve (plain decoding scores 1).
+EXPLORE_GAIN = 1.25
+#: Fewest passes between explorations, and the most the interval backs off to.
+EXPLORE_EVERY = 8
+EXPLORE_MAX_INTERVAL = 64
 
 # The default pipeline's source table: the n-gram proposer's buckets first, then
 # the copy proposer's. Other proposers' buckets follow (``declare_sources``).
@@ -50,12 +85,22 @@ class CostAwarePolicy:
     learn_cost: update the cost scale from timings (False keeps the cost curve
         fixed, for reproducible decisions on a machine too noisy to time).
     keep_acceptance: carry the learned acceptance from one generation to the
-        next (by default each generation starts again from the priors)."""
+        next (by default each generation starts again from the priors).
+    explore: correct the cost curve online (module docstring); None: when
+        ``learn_cost``. Without learning there is nothing to measure."""
 
     def __init__(self, max_batch: int, *, prior_slope: float = 0.4, prior_accept: float = 0.35,
-                 alpha: float = 0.1, learn_cost: bool = True, keep_acceptance: bool = False) -> None:
+                 alpha: float = 0.1, learn_cost: bool = True, keep_acceptance: bool = False,
+                 explore: bool | None = None) -> None:
         self.max_batch = max_batch
         self.cost = CostModel(max_batch, prior_slope=prior_slope, alpha=alpha, learn=learn_cost)
+        self.explore = learn_cost if explore is None else bool(explore)
+        self._since_explore = 0
+        self.explore_interval = EXPLORE_EVERY
+        self._exploring: tuple[list[int], np.ndarray] | None = None  # the pass in flight explores this draft
+        self.explored = 0            # passes chosen to measure cost, since this policy was made
+        self.explored_generation = 0  # the same, in the current generation
+        self._optimistic: list[float] = []
         self._prior_acceptance = [float(prior_accept)] * COPY_SOURCE_BASE + list(COPY_PRIORS)
         self._acceptance_list = list(self._prior_acceptance)
         self.keep_acceptance = keep_acceptance
@@ -75,9 +120,9 @@ class CostAwarePolicy:
                 table.append(float(priors[len(table) - base]))
 
     # -- cost ----------------------------------------------------------------
-    def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False) -> None:
+    def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False, origin: str | None = None) -> None:
         """Start the cost curve from measured r(B): see ``CostModel.calibrate``."""
-        self.cost.calibrate(relative_costs, shape=shape)
+        self.cost.calibrate(relative_costs, shape=shape, origin=origin)
 
     def relative_cost(self, batch: int) -> float:
         return self.cost.relative_cost(batch)
@@ -87,10 +132,12 @@ class CostAwarePolicy:
         return self.cost.scale
 
     # -- the decision --------------------------------------------------------
-    def _best(self, sources: list[int], allowed: np.ndarray) -> tuple[int, float]:
+    def _best(self, sources: list[int], allowed: np.ndarray, costs: list[float] | None = None) -> tuple[int, float]:
         # Plain Python floats: for at most a few dozen tokens this is several
         # times cheaper than numpy's per-call overhead, and it runs every pass.
-        acceptance, costs = self._acceptance_list, self.cost.costs
+        acceptance = self._acceptance_list
+        if costs is None:
+            costs = self.cost.costs
         best_k, best_score = 0, 1.0
         reach, expected = 1.0, 1.0
         for k, source in enumerate(sources, 1):
@@ -110,6 +157,33 @@ class CostAwarePolicy:
             k, score = self._best(sources, allowed)
             if score > best_score:
                 best_i, best_k, best_score = i, k, score
+        self._exploring = None
+        if self.explore:
+            self._since_explore += 1
+            if best_k == 0:
+                if self._since_explore >= self.explore_interval:
+                    return self._explore(candidates, allowed, best_i)
+            elif self.cost.single_is_stale:
+                self.explored += 1     # one plain pass to time a fresh one-token reference
+                self.explored_generation += 1
+                return best_i, 0
+        return best_i, best_k
+
+    def _explore(self, candidates: list[list[int]], allowed: np.ndarray, plain_i: int) -> tuple[int, int]:
+        costs = self.cost.costs
+        if len(self._optimistic) != len(costs):
+            self._optimistic = [1.0 + EXPLORE_SLOPE * (b - 1) for b in range(len(costs))]
+        optimistic = [min(c, o) for c, o in zip(costs, self._optimistic)]
+        best_i, best_k, best_score = plain_i, 0, EXPLORE_GAIN
+        for i, sources in enumerate(candidates):
+            k, score = self._best(sources, allowed, optimistic)
+            if k and score >= best_score:
+                best_i, best_k, best_score = i, k, score
+        if best_k:
+            self._since_explore = 0
+            self._exploring = (list(candidates[best_i][:best_k]), allowed)
+            self.explored += 1
+            self.explored_generation += 1
         return best_i, best_k
 
     def choose_proposal(self, proposals: list[Proposal], allowed: np.ndarray) -> tuple[int, int]:
@@ -120,7 +194,16 @@ class CostAwarePolicy:
     def observe(self, batch: int, seconds: float, sources: np.ndarray | list[int], accepted: int) -> None:
         """One verify pass: its batch size and time, the sources of the draft
         tokens it verified, and how many of them were accepted."""
-        self.cost.observe(batch, seconds)
+        exploring, self._exploring = self._exploring, None
+        if exploring is not None and batch == len(exploring[0]) + 1:
+            self.cost.observe(batch, seconds, restart=True)
+            # Does drafting pay under the curve just measured? If not, back off.
+            if self._best(exploring[0], exploring[1])[0]:
+                self.explore_interval = EXPLORE_EVERY
+            else:
+                self.explore_interval = min(2 * self.explore_interval, EXPLORE_MAX_INTERVAL)
+        else:
+            self.cost.observe(batch, seconds)
         a, acceptance = self.alpha, self._acceptance_list
         verified = sources if isinstance(sources, list) else sources.tolist()
         for i, o in enumerate(verified[: batch - 1]):
@@ -167,6 +250,8 @@ class CostAwarePolicy:
         Qwen2.5-Coder-0.5B and 4% on the 1.5B, with grounded QA 1.01x->0.96x and
         prose 1.00x->0.97x on the 0.5B; no model gained overall."""
         self._pending = []
+        self._exploring = None
+        self.explored_generation = 0
         if not self.keep_acceptance:
             self._acceptance_list = list(self._prior_acceptance)
 

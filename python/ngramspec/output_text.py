@@ -84,6 +84,8 @@ class OutputText:
         and no suffix that may still grow into a stop string."""
         data = self.data
         if not self.stopped and self.stops:
+            # Bytes not yet searched (added while a character was split) may still hold a stop.
+            data = data[: self._checked]
             hold = 0
             for s in self.stops:
                 for i in range(min(len(s) - 1, len(data)), hold, -1):

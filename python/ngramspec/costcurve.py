@@ -55,8 +55,9 @@ PRIOR_SLOPE = 0.6
 #: Wall-time budget of ``measure_cost_curve``, all attempts together (seconds). A
 #: quiet measurement of 9 sizes takes well under a second on SmolLM2-135M and
 #: about 8 s on Qwen 1.5B (5 rounds of 45 batched tokens); past this budget the
-#: machine is too busy for a trustworthy curve anyway.
-DEFAULT_BUDGET_S = 60.0
+#: machine is too busy for a trustworthy curve anyway (20 s: 2.5x the slowest quiet
+#: case, so a busy start-up costs at most that, not a minute, per process).
+DEFAULT_BUDGET_S = 20.0
 
 # Real text, so that attention sees a plausible cache; repeated to any length.
 _TEXT = ("def total_price(items, tax_rate):\n    subtotal = 0\n    for item in items:\n"

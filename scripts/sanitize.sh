@@ -39,13 +39,15 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 [ -f "$BUILD/CMakeCache.txt" ] && GEN=()   # keep the generator of an existing build
 
+mkdir -p "$BUILD"
+LOG="$BUILD/configure.log"
 cmake -S . -B "$BUILD" "${GEN[@]}" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_COMPILER="$CXX" \
     -DNGRAMSPEC_SANITIZE=address,undefined \
     -DPython_EXECUTABLE="$("$PY" -c 'import sys; print(sys.executable)')" \
-    -Dpybind11_DIR="$("$PY" -m pybind11 --cmakedir)" >"$BUILD.cmake.log" 2>&1 \
-    || { cat "$BUILD.cmake.log" >&2; exit 1; }
+    -Dpybind11_DIR="$("$PY" -m pybind11 --cmakedir)" >"$LOG" 2>&1 \
+    || { cat "$LOG" >&2; exit 1; }
 cmake --build "$BUILD" --target _core -j "${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
 
 # A private copy of the package with the sanitized extension in it.

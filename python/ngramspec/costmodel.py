@@ -16,9 +16,12 @@ would be accepted, and both are counted (``explored``):
   restarts the running mean, so that one real timing replaces a stale scale at
   once, and the passes after it average in (1/2, 1/3, ...).
 - the one-token time is a moving average of plain passes. When none was timed for
-  ``REFRESH_AFTER`` passes, ``single_is_stale`` says so: the next one-token timing
-  is taken whole (not averaged into an old value), so ratios are never taken
-  against a time from before a change of load.
+  ``REFRESH_AFTER`` passes, or for ``DRIFT_AFTER`` passes while the scale moved by
+  more than a factor ``DRIFT`` since the last one (the sign of a change of load,
+  or of a reference timed under a load that has gone), ``single_is_stale`` says
+  so: the policy then decodes one pass plainly, and that timing is taken whole
+  (not averaged into an old value), so ratios are not taken against a time from
+  before a change of load.
 
 The scale is also bounded by what is physically plausible: r(B) <= B for every
 priced B (a batch is never dearer than B single tokens), so an inflated timing
@@ -28,10 +31,13 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["CostModel", "REFRESH_AFTER"]
+__all__ = ["CostModel", "REFRESH_AFTER", "DRIFT", "DRIFT_AFTER"]
 
 #: Passes without a one-token timing after which the one-token time is stale.
 REFRESH_AFTER = 128
+#: ... or after DRIFT_AFTER passes, if the scale moved by more than a factor DRIFT since.
+DRIFT = 2.0
+DRIFT_AFTER = 8
 
 
 class CostModel:
@@ -51,6 +57,7 @@ class CostModel:
         self._timed = 0  # verify passes timed since the curve was last set
         self.single_seconds = math.nan  # moving average of a one-token decode
         self.passes_since_single = 0    # timed passes since the last one-token timing
+        self._scale_at_single = 1.0     # the scale when the one-token time was last timed
         self.origin = f"default linear prior {prior_slope} (B - 1), not calibrated"
         self.restarts = 0               # explorations that restarted the scale
         self._max_scale = self._plausible_max()
@@ -76,7 +83,7 @@ class CostModel:
                 extra[b] = min(max(r - 1.0, 0.5 * extra[b]), 2.0 * extra[b])
         for b in range(2, len(extra)):
             extra[b] = max(extra[b], extra[b - 1])
-        self._extra, self.scale, self._timed = extra, 1.0, 0
+        self._extra, self.scale, self._timed, self._scale_at_single = extra, 1.0, 0, 1.0
         if origin is not None:
             self.origin = origin
         self._max_scale = self._plausible_max()
@@ -104,8 +111,13 @@ class CostModel:
 
     @property
     def single_is_stale(self) -> bool:
-        """No one-token timing for the last REFRESH_AFTER timed passes."""
-        return self.passes_since_single >= REFRESH_AFTER
+        """No one-token timing for the last REFRESH_AFTER timed passes, or for
+        DRIFT_AFTER while the scale moved by more than a factor DRIFT."""
+        n = self.passes_since_single
+        if n >= REFRESH_AFTER:
+            return True
+        s0 = self._scale_at_single
+        return n >= DRIFT_AFTER and not s0 / DRIFT <= self.scale <= s0 * DRIFT
 
     @property
     def corrected(self) -> bool:
@@ -123,6 +135,7 @@ class CostModel:
             stale = math.isnan(t1) or self.single_is_stale
             self.single_seconds = seconds if stale else t1 + a * (seconds - t1)
             self.passes_since_single = 0
+            self._scale_at_single = self.scale
             return
         self.passes_since_single += 1
         if self.learn and not math.isnan(self.single_seconds) and self._extra[batch] > 0:

@@ -35,7 +35,7 @@ from .drafter import Drafter
 from .invariance import InvarianceReport
 from .ngram_proposer import NGramProposer
 from .output_text import OutputText
-from .policy import CostAwarePolicy, EagerPolicy
+from .policy import CostAwarePolicy, EagerPolicy, curve_origin, describe_cost
 from .prediction import PredictionProposer, prediction_text, prediction_usage
 from .proposer import Proposer
 from .sampling import SamplingParams
@@ -201,7 +201,7 @@ class SpeculativeEngine:
                 policy = CostAwarePolicy(self.max_draft + 1)
                 costs = {b: c for b, c in plan.relative_costs.items() if b <= self.max_draft + 1}
                 if costs:
-                    policy.calibrate(costs, shape=not exact)
+                    policy.calibrate(costs, shape=not exact, origin=curve_origin(plan, report))
             else:
                 policy = EagerPolicy()
             self._plans[exact] = (plan, policy)
@@ -453,6 +453,7 @@ class _Run:
         if completed:
             drafter.end()
 
+            describe_cost(stats, plan, policy, max_draft=drafter.max_draft, can_roll_back=engine._rollback_ok)
     def _recover_without_rollback(self, kv: list[int]) -> None:
         """llama.cpp refused to drop the rejected tail: rebuild the cache from the
         accepted tokens and decode plainly from now on, rather than go on wrong."""

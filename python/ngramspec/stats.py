@@ -27,6 +27,16 @@ class GenerationStats:
     trace: list[tuple[str, int, int, int, float]] = field(default_factory=list)
     # With a prediction: OpenAI's accepted_prediction_tokens / rejected_prediction_tokens.
     prediction: dict[str, int] = field(default_factory=dict)
+    # Which verify-cost curve priced the drafts (issue 16): where it came from
+    # ("measured now", "cached (measured ...)", "prior ..., because ...", fast mode's
+    # sweep, ...; "; corrected online (scale s)" when timings moved it by > 10%),
+    # r(B) as priced at the end of the generation, the passes chosen to measure the
+    # cost rather than for their expected gain (policy.py: exploration and one-token
+    # refresh), and why no draft was verified at all, when none was (None otherwise).
+    cost_curve_origin: str = ""
+    relative_costs: dict[int, float] = field(default_factory=dict)
+    explored_passes: int = 0
+    speculation_off_reason: str | None = None
     stopped_inside_draft: bool = False  # the last token came from an accepted draft, not the bonus
     time_prefill_s: float = 0.0
     time_decode_s: float = 0.0       # inside llama_decode after prefill

@@ -446,6 +446,7 @@ class _Run:
             # garbage collector long after a later call took over the Llama.
             stats.generated_tokens = len(emitted)
             stats.time_total_s = time.perf_counter() - t_start
+            describe_cost(stats, plan, policy, max_draft=drafter.max_draft, can_roll_back=engine._rollback_ok)
             usage = prediction_usage(self.prediction_tokens, emitted) if self.has_prediction else None
             if usage is not None:
                 stats.prediction = dict(usage)
@@ -453,7 +454,6 @@ class _Run:
         if completed:
             drafter.end()
 
-            describe_cost(stats, plan, policy, max_draft=drafter.max_draft, can_roll_back=engine._rollback_ok)
     def _recover_without_rollback(self, kv: list[int]) -> None:
         """llama.cpp refused to drop the rejected tail: rebuild the cache from the
         accepted tokens and decode plainly from now on, rather than go on wrong."""

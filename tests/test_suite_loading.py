@@ -47,10 +47,15 @@ def test_vmhwm_reader_is_shared_by_probe_and_server():
 
         srv = LlamaServer.__new__(LlamaServer)   # only its process handle matters here
         srv.proc = child
-        for _ in range(50):
+        # Right after the fork the child is still tiny (VmHWM of a few KiB until
+        # python has started): wait until it has grown, for at most 10 s.
+        import time
+
+        for _ in range(100):
             peak = srv.peak_rss_mib()
-            if peak:
+            if peak and peak > 1:
                 break
+            time.sleep(0.1)
         assert peak is not None and peak > 1
     finally:
         child.kill()

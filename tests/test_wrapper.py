@@ -157,6 +157,7 @@ def test_generate_yields_plain_greedy_tokens(llm, spec):
     assert got == ref
 
 
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 def test_abandoned_stream_is_safe_after_the_llama_is_closed(smollm2_path, invariance):
     import gc
 
@@ -167,6 +168,9 @@ def test_abandoned_stream_is_safe_after_the_llama_is_closed(smollm2_path, invari
     model.close()
     del stream
     gc.collect()  # finalising the abandoned generator must not touch the freed model
+    # (an exception there is "unraisable": the filter above turns it into a failure)
+    with pytest.raises(ValueError, match="closed"):
+        s.create_completion("Hi", max_tokens=2, temperature=0.0)
 
 
 def test_attributes_pass_through(llm, spec):

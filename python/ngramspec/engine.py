@@ -107,7 +107,9 @@ class SpeculativeEngine:
     min_order, max_order, window: passed to ``NGramPredictor``.
     copy: also offer long copy drafts from a ``SuffixMatcher`` over the whole
         prompt and output.
-    memory: an ``ngramspec.Memory`` to draft from (and add this engine's outputs to).
+    memory: an ``ngramspec.Memory`` to draft from (and add this engine's outputs to);
+        None or False (the default): no memory. A Memory passed to several engines
+        is shared by them; its tokenizer must be ``llm``'s (``TokenizerMismatchError``).
     draft_model: a smaller model with the same vocabulary to draft with (classic
         speculative decoding): a ``llama_cpp.Llama``, a GGUF path, a model name or a
         ``model_proposer.DraftModelProposer``. It is priced per pass and called
@@ -144,8 +146,13 @@ class SpeculativeEngine:
         self.proposers: list[Proposer] = [NGramProposer(min_order=min_order, max_order=max_order, window=window)]
         if copy:
             self.proposers.append(CopyProposer())
+        if memory is False:   # spelled out: no memory (the default, None, is the same)
+            memory = None
+        if memory is not None and not callable(getattr(memory, "proposer_for", None)):
+            raise TypeError(f"memory must be an ngramspec.Memory, None or False, got {type(memory).__name__} "
+                            "(load a file with ngramspec.Memory.load(path))")
         self.memory = memory
-        if memory is not None:
+        if memory is not None:  # binds it to llm's tokenizer: TokenizerMismatchError here
             self.proposers.append(memory.proposer_for(llm))
         if draft_model is not None:  # a second Llama drafting (issue 20)
             from .model_proposer import as_draft_proposer

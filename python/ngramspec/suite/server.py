@@ -20,7 +20,11 @@ import urllib.request
 from typing import Any
 
 # "none" is the server decoding plainly: its own baseline, next to ours.
-MODES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+DEFAULT_MODES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+# "draft": classic speculative decoding with a draft model (``-md``, ``--spec-type
+# draft-simple``) at llama.cpp's default draft settings (at most 3 draft tokens,
+# no minimum, p_min 0), the draft on the same threads. Run only when named.
+MODES = DEFAULT_MODES + ("draft",)
 
 
 class ServerError(RuntimeError):
@@ -34,18 +38,24 @@ def _free_port() -> int:
 
 
 class LlamaServer:
-    """binary: path to llama-server. mode: a --spec-type, or "none"."""
+    """binary: path to llama-server. mode: a --spec-type, "none", or "draft" (with
+    ``draft``, the draft model's GGUF path)."""
 
     def __init__(self, binary: str, model: str, mode: str, n_ctx: int, threads: int,
-                 startup_timeout_s: float = 300.0) -> None:
+                 startup_timeout_s: float = 300.0, draft: str | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown llama-server mode {mode!r}; choose from {list(MODES)}")
+        if (mode == "draft") != (draft is not None):
+            raise ValueError("llama-server's draft mode needs a draft model, and only it takes one")
         self.mode = mode
         self.port = _free_port()
         cmd = [binary, "-m", model, "-c", str(n_ctx), "-t", str(threads), "-tb", str(threads),
                "--host", "127.0.0.1", "--port", str(self.port), "-np", "1", "-b", "512", "-ub", "512",
                "-fa", "off", "--cache-ram", "0", "--no-webui"]
-        if mode != "none":
+        if mode == "draft":
+            assert draft is not None
+            cmd += ["-md", draft, "--spec-type", "draft-simple", "-td", str(threads), "-tbd", str(threads)]
+        elif mode != "none":
             cmd += ["--spec-type", mode]
         # Its log goes to a file: an unread pipe would fill up and stall the server.
         self.log = tempfile.TemporaryFile(mode="w+")

@@ -95,6 +95,7 @@ def _generate(args: argparse.Namespace) -> int:
     if args.n_ctx != 0 and args.n_ctx < 32:
         raise UserError("--n-ctx must be 0 (the model's training context) or >= 32")
     prompt = _read_prompt(args)
+    memory, memory_path = _open_memory(args)  # a bad --memory/--prime fails before the model loads
     llm = _load(args.model, args.n_ctx, args.threads, args.seed)
     options: dict[str, Any] = {"exact": not args.inexact}
     if args.max_draft is not None:
@@ -106,7 +107,16 @@ def _generate(args: argparse.Namespace) -> int:
             options["draft_model"] = as_draft_proposer(args.draft_model, llm)
         except ValueError as e:
             raise UserError(f"--draft-model: {e}") from None
-    spec = SpeculativeLlama(llm, **options)
+    if memory is not None:
+        from .memory import TokenizerMismatchError
+
+        options["memory"] = memory
+        try:
+            spec = SpeculativeLlama(llm, **options)
+        except TokenizerMismatchError as e:
+            raise UserError(f"--memory {memory_path or ''}: {e}") from None
+    else:
+        spec = SpeculativeLlama(llm, **options)
     req = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed}
     messages = [{"role": "user", "content": prompt}]
     call = (lambda **kw: spec.create_chat_completion(messages, **kw)) if args.chat else \
@@ -130,6 +140,9 @@ def _generate(args: argparse.Namespace) -> int:
         raise
     elapsed = time.perf_counter() - t0
     print(_stats_line(spec.last_speculative), file=sys.stderr)
+    if memory is not None and memory_path is not None:  # the generation's output is in the memory now
+        memory.save(memory_path)
+        print(f"ngramspec: memory saved to {memory_path} ({len(memory)} tokens)", file=sys.stderr)
     if args.compare:
         llm.reset()
         t0 = time.perf_counter()
@@ -142,6 +155,36 @@ def _generate(args: argparse.Namespace) -> int:
         if not same and args.temperature <= 0 and not args.inexact:
             return 1
     return 0
+
+
+def _open_memory(args: argparse.Namespace) -> tuple[Any, Path | None]:
+    """(memory, file to save it to) for --memory/--prime; (None, None) without them.
+    --memory FILE loads FILE when it exists (else starts a new memory) and the
+    memory is saved back there after the generation; --prime adds files or folders."""
+    if args.memory is None and not args.prime:
+        return None, None
+    from .memory import Memory, MemoryFileError
+
+    path = Path(args.memory) if args.memory is not None else None
+    if path is not None and path.exists():
+        if path.is_dir():
+            raise UserError(f"--memory {path}: is a directory (give a file to load and save the memory)")
+        try:
+            memory = Memory.load(path)
+        except (MemoryFileError, OSError) as e:
+            raise UserError(f"--memory {path}: {e}") from None
+    else:
+        if path is not None and not path.parent.is_dir():
+            raise UserError(f"--memory {path}: no such directory {str(path.parent)!r}")
+        memory = Memory()
+    for p in args.prime:
+        try:
+            report = memory.prime(path=p)
+        except FileNotFoundError as e:
+            raise UserError(f"--prime: {e}") from None
+        print(f"ngramspec: primed {len(report.files)} file(s) from {p}"
+              + (f", skipped {len(report.skipped)}" if report.skipped else ""), file=sys.stderr)
+    return memory, path
 
 
 def _complete(call: Any, req: dict, args: argparse.Namespace) -> str:
@@ -302,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--inexact", action="store_true", help="allow verify batch sizes that are not bit-exact")
     g.add_argument("--draft-model", default=None, metavar="PATH|NAME",
                    help="also draft with this smaller model (same vocabulary): a GGUF path or a name from ngramspec.models")
+    g.add_argument("--memory", default=None, metavar="FILE",
+                   help="draft also from a memory of earlier requests: load FILE if it exists (else start one), "
+                        "save it there after the generation")
+    g.add_argument("--prime", action="append", default=[], metavar="PATH",
+                   help="put this file or folder (read recursively) in the memory first; repeatable")
     g.add_argument("--compare", action="store_true", help="also run plain llama-cpp-python and compare")
     d = sub.add_parser("doctor", help="check the llama.cpp build for exact speculation")
     d.add_argument("--model", default="smollm2-135m")

@@ -24,7 +24,9 @@ curve could never recover. The rule (``choose_among``), with its bound:
   optimistic curve min(r(B), 1 + EXPLORE_SLOPE (B - 1)) some offered draft scores
   at least EXPLORE_GAIN expected tokens per unit of verify time; it verifies that
   draft, at the length the optimistic curve picks, and its timing restarts the
-  cost model's scale (``CostModel.observe(restart=True)``);
+  cost model's scale (``CostModel.observe(restart=True)``); it verifies at most
+  EXPLORE_MAX_DRAFT (3) draft tokens, which is enough to time a batch and bounds
+  what an exploration can lose where verification really is dear;
 - at most one exploration per ``interval`` passes: the interval starts at
   EXPLORE_EVERY (8) and doubles, up to EXPLORE_MAX_INTERVAL (64), each time an
   exploration's timing leaves drafting priced out; it goes back to 8 when the
@@ -62,6 +64,9 @@ EXPLORE_SLOPE = 0.5
 #: An exploration needs this many expected tokens per unit of verify time under
 #: the optimistic curve (plain decoding scores 1).
 EXPLORE_GAIN = 1.25
+#: Most draft tokens an exploration verifies: enough to time a batch, little to lose
+#: where verification really is dear (the curve's shape is known; its scale is measured).
+EXPLORE_MAX_DRAFT = 3
 #: Fewest passes between explorations, and the most the interval backs off to.
 EXPLORE_EVERY = 8
 EXPLORE_MAX_INTERVAL = 64
@@ -177,7 +182,7 @@ class CostAwarePolicy:
         optimistic = [min(c, o) for c, o in zip(costs, self._optimistic)]
         best_i, best_k, best_score = plain_i, 0, EXPLORE_GAIN
         for i, sources in enumerate(candidates):
-            k, score = self._best(sources, allowed, optimistic)
+            k, score = self._best(sources[:EXPLORE_MAX_DRAFT], allowed, optimistic)
             if k and score >= best_score:
                 best_i, best_k, best_score = i, k, score
         if best_k:

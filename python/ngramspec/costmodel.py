@@ -21,7 +21,8 @@ would be accepted, and both are counted (``explored``):
   or of a reference timed under a load that has gone), ``single_is_stale`` says
   so: the policy then decodes one pass plainly, and that timing is taken whole
   (not averaged into an old value), so ratios are not taken against a time from
-  before a change of load.
+  before a change of load. A one-token timing more than DRIFT away from the
+  average either way is also taken whole: the load changed.
 
 The scale is also bounded by what is physically plausible: r(B) <= B for every
 priced B (a batch is never dearer than B single tokens), so an inflated timing
@@ -132,7 +133,9 @@ class CostModel:
             return
         if batch == 1:
             t1 = self.single_seconds
-            stale = math.isnan(t1) or self.single_is_stale
+            # Taken whole when stale, or when it differs from the average by more than
+            # DRIFT either way: the load changed, and an average would lag behind it.
+            stale = math.isnan(t1) or self.single_is_stale or not t1 / DRIFT <= seconds <= t1 * DRIFT
             self.single_seconds = seconds if stale else t1 + a * (seconds - t1)
             self.passes_since_single = 0
             self._scale_at_single = self.scale

@@ -18,7 +18,7 @@ B = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef
 @pytest.fixture()
 def fresh(smollm2_path):
     """A Llama of its own: these tests leave streams behind on purpose."""
-    model = llama_cpp.Llama(smollm2_path, n_ctx=1024, n_threads=2, seed=0, verbose=False)
+    model = llama_cpp.Llama(smollm2_path, n_ctx=1024, seed=0, verbose=False)
     yield model
     model.close()
 

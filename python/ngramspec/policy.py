@@ -50,7 +50,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .copy_proposer import COPY_PRIORS, N_COPY_SOURCES
-from .costmodel import REFRESH_AFTER, CostModel
+from .costmodel import CostModel
 from .ngram_proposer import N_NGRAM_SOURCES
 from .proposer import Proposal
 

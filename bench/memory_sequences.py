@@ -1,0 +1,339 @@
+"""Memory across requests (issue 19): sequences of requests run in order through
+one wrapper, with and without an ``ngramspec.Memory``.
+
+Sequences, from real material nobody on the team wrote:
+  extraction  rows of tzdata's zone1970.tab turned into JSON with one schema,
+              a few rows per request (the schema repeats, the rows do not);
+  edits       several edit instructions in turn on one standard-library file
+              (colorsys's RGB/HSV/HLS conversions); each answer is the whole file;
+  chat        a multi-turn chat in a small context (--n-ctx): code is edited, leaves
+              the window, and is re-quoted later for another edit;
+  unrelated   one request of each other kind of text (HumanEval completion, an
+              essay on a Zen of Python line, a question over the Apache licence,
+              a shlex function): memory should not help here, and must not hurt.
+
+Methods, one wrapper each for the whole sequence, interleaved per request (the
+order rotates each request) so machine noise hits all alike, each request from a
+cold cache (``llm.reset()``):
+  plain      ``Llama.create_completion(temperature=0)``;
+  no memory  ngramspec without a memory (the default);
+  memory     ngramspec with a Memory that holds this sequence's earlier outputs only;
+  primed     the same, primed first with related files (extraction: tzdata's
+             zone1970.tab and iso3166.tab; edits: colorsys.py; chat: fnmatch.py and
+             shlex.py; unrelated: the standard library's json package, i.e. stale).
+
+Decode speed is (generated tokens - 1) / time after the first token (as the
+suite measures it). Per sequence: speed-up over plain = total plain decode time /
+total decode time of the method (the texts are identical, so the tokens are the
+same), the median of the per-request ratios, and memory / no memory.
+
+Usage: python bench/memory_sequences.py --model qwen2.5-coder-0.5b [--quick] [--rounds 1]
+Writes bench/results/memory-<model>.json and .md (machine, commit, command, load averages).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import inspect
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ngramspec import Memory, check_batch_invariance, wrap
+from ngramspec.models import load_llama
+from ngramspec.suite import sources
+from ngramspec.suite.runner import FirstTokenClock
+
+RESULTS = Path(__file__).resolve().parent / "results"
+METHODS = ("plain", "no memory", "memory", "primed")
+
+
+# --- the sequences ------------------------------------------------------------------
+
+def _tz_file(name: str) -> Path:
+    return Path(str(importlib.resources.files("tzdata") / "zoneinfo" / name))
+
+
+def extraction(chat: Callable, n: int, rows: int, max_tokens: int) -> dict:
+    table = [r for r in _tz_file("zone1970.tab").read_text(encoding="utf-8").splitlines()
+             if r and not r.startswith("#")]
+    reqs = []
+    for i in range(n):
+        start = 7 + i * 23   # spread over the table
+        chunk = "\n".join(table[start:start + rows])
+        msg = ("Convert these rows of the tz database's zone1970.tab (tab-separated: country codes, "
+               "coordinates, time zone, optional comment) into a JSON array of objects with the keys "
+               '"countries" (a list of codes), "coordinates", "zone" and "comment" (null when absent). '
+               "Output only the JSON.\n\n" + chunk)
+        reqs.append((f"zone1970.tab rows {start}-{start + rows - 1}", [{"role": "user", "content": msg}],
+                     max_tokens))
+    return {"name": "extraction", "requests": reqs, "prime": [_tz_file("zone1970.tab"), _tz_file("iso3166.tab")],
+            "source": f"tzdata {sources._require('tzdata')} zoneinfo/zone1970.tab"}
+
+
+def _src(*funcs: Any) -> str:
+    return "\n\n".join(textwrap.dedent(inspect.getsource(f)).rstrip() for f in funcs) + "\n"
+
+
+def edits(chat: Callable, n: int, max_tokens: int) -> dict:
+    import colorsys
+
+    code = _src(colorsys.rgb_to_hsv, colorsys.hsv_to_rgb)
+    instructions = [
+        "Add type hints to every function.",
+        "Add a docstring to every function.",
+        "Rename the parameters r, g, b to red, green, blue.",
+        "Replace the chain of if statements in hsv_to_rgb with a tuple lookup.",
+        "Add a comment above each return statement.",
+        "Make every function raise ValueError for inputs outside [0, 1].",
+    ][:n]
+    reqs = [(f"colorsys edit {i + 1}", [{"role": "user", "content":
+             f"{ins} Reply with the whole file.\n\n```python\n{code}```"}], max_tokens)
+            for i, ins in enumerate(instructions)]
+    return {"name": "edits", "requests": reqs, "prime": [Path(colorsys.__file__)],
+            "source": f"Python {platform.python_version()} colorsys.rgb_to_hsv, hsv_to_rgb"}
+
+
+def chat_turns(n: int, max_tokens: int) -> dict:
+    """User turns only: the assistant turns are plain's answers (the same text every
+    method produced), filled in as the sequence runs."""
+    import fnmatch
+    import shlex
+
+    funcs = [fnmatch.filter, shlex.quote, fnmatch.fnmatchcase]
+    turns = [f"Add a docstring to this function. Reply with the whole function.\n\n```python\n{_src(f)}```"
+             for f in funcs]
+    turns += [f"Here is the {which} function again:\n\n```python\n{_src(f)}```\n\nAdd type hints to it and "
+              "keep the docstring you wrote before. Reply with the whole function."
+              for which, f in (("first", funcs[0]), ("second", funcs[1]), ("third", funcs[2]))]
+    turns = turns[:n]
+    return {"name": "chat", "turns": turns, "max_tokens": max_tokens,
+            "prime": [Path(fnmatch.__file__), Path(shlex.__file__)],
+            "source": f"Python {platform.python_version()} fnmatch.filter, fnmatchcase, shlex.quote"}
+
+
+def unrelated(chat: Callable, max_tokens: int) -> dict:
+    import json as json_pkg
+    import shlex
+
+    code = sources.code_completion(1, max_tokens).items[0]
+    zen = sources.zen_of_python()[2]
+    licence = importlib.metadata.distribution("tzdata").read_text("licenses/licenses/LICENSE_APACHE") or ""
+    licence = licence[:licence.index("3. Grant of Patent License")].strip()
+    reqs = [
+        ("HumanEval/0 (raw completion)", code.prompt, max_tokens),
+        ("zen essay", [{"role": "user", "content":
+                        f'Write a short essay about this principle from the Zen of Python: "{zen}"'}], max_tokens),
+        ("licence question", [{"role": "user", "content": licence + '\n\nQuote the definition of "Contribution".'}],
+         max_tokens),
+        ("shlex.join explained", [{"role": "user", "content":
+                                   f"What does this function do?\n\n```python\n{_src(shlex.join)}```"}], max_tokens),
+    ]
+    return {"name": "unrelated", "requests": reqs, "prime": [Path(json_pkg.__file__).parent],
+            "source": "HumanEval/0, Zen of Python, Apache-2.0 (tzdata), shlex.join; primed with the json package"}
+
+
+# --- running --------------------------------------------------------------------------
+
+def _machine() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        return next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown"
+
+
+def _commit() -> str:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=root).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "python", "cpp", "bench/memory_sequences.py"],
+                               capture_output=True, text=True, cwd=root).stdout.strip()
+        return sha + (" (with uncommitted changes)" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _fit(llm: Any, chat: Callable, messages: list[dict], max_tokens: int, n_ctx: int) -> tuple[str, int]:
+    """The chat prompt with the oldest (user, assistant) pairs dropped until it and
+    the answer fit the window; returns (prompt, pairs dropped)."""
+    dropped = 0
+    while True:
+        prompt = chat(messages)
+        if len(llm.tokenize(prompt.encode(), add_bos=False, special=True)) + max_tokens <= n_ctx - 4 \
+                or len(messages) <= 1:
+            return prompt, dropped
+        messages = messages[2:]
+        dropped += 1
+
+
+def run_one(method: str, llm: Any, spec: Any, prompt: str, max_tokens: int) -> dict:
+    clock = FirstTokenClock()
+    llm.reset()
+    t0 = time.perf_counter()
+    if method == "plain":
+        out = llm.create_completion(prompt, max_tokens=max_tokens, temperature=0, stopping_criteria=clock)
+    else:
+        out = spec.create_completion(prompt, max_tokens=max_tokens, temperature=0, stopping_criteria=clock)
+    t1 = time.perf_counter()
+    first = clock.first if clock.first is not None else t1
+    row = {"method": method, "text": out["choices"][0]["text"], "tokens": out["usage"]["completion_tokens"],
+           "prefill_s": first - t0, "decode_s": t1 - first}
+    if method != "plain":
+        s = out["speculative"]
+        row.update({k: s[k] for k in ("forward_passes", "passes_by_source", "accepted_by_source",
+                                      "drafted_by_source")})
+    return row
+
+
+def run_sequence(seq: dict, llm: Any, chat: Callable, invariance: Any, n_ctx: int, rotate: int,
+                 progress: bool) -> list[dict]:
+    mem = Memory()
+    primed = Memory()
+    report = primed.prime(path=seq["prime"])
+    specs = {"plain": None,
+             "no memory": wrap(llm, invariance=invariance),
+             "memory": wrap(llm, invariance=invariance, memory=mem),
+             "primed": wrap(llm, invariance=invariance, memory=primed)}
+    rows: list[dict] = []
+    history: list[dict] = []
+    if "turns" in seq:
+        reqs = [(f"turn {i + 1}", None, seq["max_tokens"]) for i in range(len(seq["turns"]))]
+    else:
+        reqs = seq["requests"]
+    for i, (label, messages, max_tokens) in enumerate(reqs):
+        dropped = 0
+        if "turns" in seq:
+            history.append({"role": "user", "content": seq["turns"][i]})
+            prompt, dropped = _fit(llm, chat, history, max_tokens, n_ctx)
+        else:
+            prompt = messages if isinstance(messages, str) else chat(messages)
+        order = list(METHODS[(i + rotate) % 4:] + METHODS[:(i + rotate) % 4])
+        got = {m: run_one(m, llm, specs[m], prompt, max_tokens) for m in order}
+        plain = got["plain"]["text"]
+        for m in METHODS:
+            r = got[m]
+            r.update({"sequence": seq["name"], "request": i, "label": label, "identical": r["text"] == plain,
+                      "order": order.index(m), "pairs_dropped": dropped})
+            rows.append(r)
+        if "turns" in seq:
+            history.append({"role": "assistant", "content": plain})
+        if progress:
+            p = got["plain"]
+            line = "  ".join(f"{m}: {p['decode_s'] / got[m]['decode_s']:.2f}x" for m in METHODS[1:]
+                             if got[m]["decode_s"] > 0)
+            print(f"[{seq['name']}] {label}: {p['tokens']} tokens, plain {p['decode_s']:.2f}s; {line}"
+                  + ("" if all(got[m]["text"] == plain for m in METHODS) else "  NOT IDENTICAL"),
+                  file=sys.stderr, flush=True)
+    rows.append({"sequence": seq["name"], "primed_files": len(report.files), "primed_tokens": len(primed),
+                 "memory_tokens_end": len(mem), "meta": True})
+    return rows
+
+
+def summarise(rows: list[dict]) -> dict:
+    out: dict = {}
+    runs = [r for r in rows if not r.get("meta")]
+    for name in dict.fromkeys(r["sequence"] for r in runs):
+        seq = [r for r in runs if r["sequence"] == name]
+        by = {m: [r for r in seq if r["method"] == m] for m in METHODS}
+        total = {m: sum(r["decode_s"] for r in by[m]) for m in METHODS}
+        toks = sum(max(0, r["tokens"] - 1) for r in by["plain"])
+        per_req: dict[str, list[float]] = {m: [] for m in METHODS[1:]}
+        for p in by["plain"]:
+            for m in METHODS[1:]:
+                q = next(r for r in by[m] if r["request"] == p["request"])
+                if q["decode_s"] > 0:
+                    per_req[m].append(p["decode_s"] / q["decode_s"])
+        s = {"requests": len(by["plain"]), "decode_tokens": toks,
+             "plain_tok_s": toks / total["plain"] if total["plain"] else 0.0,
+             "identical": all(r["identical"] for r in seq)}
+        for m in METHODS[1:]:
+            s[f"{m} speedup"] = total["plain"] / total[m] if total[m] else 0.0
+            s[f"{m} median"] = statistics.median(per_req[m]) if per_req[m] else 0.0
+            s[f"{m} passes"] = sum(r["forward_passes"] for r in by[m])
+            s[f"{m} memory accepted"] = sum(r["accepted_by_source"].get("memory", 0) for r in by[m])
+        s["memory / no memory"] = total["no memory"] / total["memory"] if total["memory"] else 0.0
+        s["primed / no memory"] = total["no memory"] / total["primed"] if total["primed"] else 0.0
+        out[name] = s
+    return out
+
+
+def markdown(model: str, summary: dict, meta: dict) -> str:
+    lines = [f"## Memory across requests: {model}", "",
+             f"Machine: {meta['machine']}, {meta['threads']} threads, n_ctx {meta['n_ctx']}; commit {meta['commit']}.",
+             f"Load average at start: `{meta['uptime_start']}`; at end: `{meta['uptime_end']}`.",
+             f"Command: `{meta['command']}`", "",
+             "Decode speed-up over plain (total plain decode time / total method decode time; "
+             "median of per-request ratios in brackets), forward passes, and memory's ratio to no memory.", "",
+             "| sequence | requests | tokens | plain tok/s | no memory | memory | primed | memory / no memory "
+             "| primed / no memory | passes (none / mem / primed) | identical |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, s in summary.items():
+        cell = {m: f"{s[f'{m} speedup']:.2f}x ({s[f'{m} median']:.2f})" for m in METHODS[1:]}
+        lines.append(
+            f"| {name} | {s['requests']} | {s['decode_tokens']} | {s['plain_tok_s']:.1f} | {cell['no memory']} "
+            f"| {cell['memory']} | {cell['primed']} | {s['memory / no memory']:.2f}x | "
+            f"{s['primed / no memory']:.2f}x | {s['no memory passes']} / {s['memory passes']} / "
+            f"{s['primed passes']} | {'yes' if s['identical'] else 'NO'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--n-ctx", type=int, default=1024)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, to try the script")
+    ap.add_argument("--rounds", type=int, default=1, help="times each sequence is run (fresh memories each time)")
+    ap.add_argument("--sequences", default="extraction,edits,chat,unrelated")
+    ap.add_argument("--out", default=str(RESULTS))
+    args = ap.parse_args(argv)
+    meta = {"model": args.model, "machine": _machine(), "threads": args.threads, "n_ctx": args.n_ctx,
+            "commit": _commit(), "command": "python bench/memory_sequences.py " + " ".join(sys.argv[1:]),
+            "python": platform.python_version(), "uptime_start": _uptime(), "quick": args.quick}
+    print(f"load at start: {meta['uptime_start']}", file=sys.stderr)
+    llm = load_llama(args.model, n_ctx=args.n_ctx, seed=0, n_threads=args.threads)
+    chat = sources.chat_formatter(llm)
+    invariance = check_batch_invariance(llm, max_batch=9)
+    q = args.quick
+    build = {
+        "extraction": lambda: extraction(chat, 3 if q else 6, 3 if q else 4, 64 if q else 160),
+        "edits": lambda: edits(chat, 2 if q else 4, 64 if q else 256),
+        "chat": lambda: chat_turns(4 if q else 6, 48 if q else 160),
+        "unrelated": lambda: unrelated(chat, 32 if q else 96),
+    }
+    names = [s.strip() for s in args.sequences.split(",") if s.strip()]
+    rows: list[dict] = []
+    for r in range(args.rounds):
+        for name in names:
+            rows += run_sequence(build[name](), llm, chat, invariance, args.n_ctx, rotate=r, progress=True)
+    meta["uptime_end"] = _uptime()
+    summary = summarise(rows)
+    md = markdown(args.model, summary, meta)
+    print(md)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"memory-{Path(args.model).stem}" + ("-quick" if q else "")
+    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "summary": summary, "runs": rows}, indent=1))
+    (out / f"{stem}.md").write_text(md)
+    print(f"written {out / stem}.json and .md", file=sys.stderr)
+    return 0 if all(s["identical"] for s in summary.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

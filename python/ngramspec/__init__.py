@@ -38,7 +38,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     # The engine needs llama-cpp-python; it is imported only when asked for, so
     # the predictor works without it.
     if name in _LAZY:

@@ -4,7 +4,8 @@ already has; nothing links llama.cpp directly."""
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -107,7 +108,7 @@ class Batch:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # interpreter shutdown: the module may be gone
+        except Exception:  # noqa: SIM105 - interpreter shutdown: the module may be gone
             pass
 
 

@@ -23,7 +23,7 @@ reproduces the same text only with the same draft model and settings.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

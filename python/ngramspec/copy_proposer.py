@@ -11,7 +11,8 @@ right for a long way (measured on the code-editing workload: the ramp from
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 

@@ -14,7 +14,8 @@ lengths, and the policy's choice among the allowed batch sizes.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

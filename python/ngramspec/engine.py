@@ -23,8 +23,9 @@ import itertools
 import threading
 import time
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -244,7 +245,7 @@ class SpeculativeEngine:
     def stream(self, prompt: str | Sequence[int], max_tokens: int | None = 16,
                stop: str | Sequence[str] | None = None, stopping_criteria: Any = None,
                sampling: SamplingParams | None = None, *, exact: bool | None = None,
-               prediction: Any = None) -> "_Run":
+               prediction: Any = None) -> _Run:
         """Like ``generate``, but yields lists of newly emitted token ids as they are
         accepted; after exhaustion ``.result`` holds the ``Generation``. Another
         generation on this engine, or a plain call on the Llama, ends the stream:
@@ -310,6 +311,8 @@ class _Run:
         self.result: Generation | None = None
         self.text: OutputText | None = None   # the text so far, once the run has started
         self.emitted: list[int] = []
+        self.finish = "length"
+        self.eog: int | None = None   # the end-of-generation token that ended it
         self._generation = 0
         self._gen = self._run()
 

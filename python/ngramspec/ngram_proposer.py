@@ -9,7 +9,8 @@ indentation).
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from ._core import NGramPredictor
 from .proposer import Proposal

@@ -15,7 +15,8 @@ a stop string), which is what a stream may send.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["OutputText", "utf8_complete_prefix"]
 

@@ -45,7 +45,8 @@ the proposal that rests on the longest match.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -313,7 +314,7 @@ def curve_origin(plan: Any, report: Any) -> str:
         if curve is not None and curve.origin != "prior":
             return "measured now (the invariance check's one-shot timings)"
     if curve is not None:
-        text = curve.describe()
+        text = str(curve.describe())
         return text + " (in the given invariance report)" if plan.origin == "given report" else text
     if getattr(plan, "origin", "") == "given report":
         return "given report (the invariance check's own timings)"

@@ -23,8 +23,9 @@ source side by side without knowing what the buckets mean.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -52,12 +53,12 @@ class Proposal:
     sources: list[int]
     name: str
     match_length: int = 0
-    draft_probs: Optional[list[tuple[np.ndarray, np.ndarray]]] = None
+    draft_probs: list[tuple[np.ndarray, np.ndarray]] | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def head(self, n: int) -> "Proposal":
+    def head(self, n: int) -> Proposal:
         """The first ``n`` tokens of this proposal."""
         if n >= len(self.tokens):
             return self
@@ -65,7 +66,7 @@ class Proposal:
         return Proposal(self.tokens[:n], self.sources[:n], self.name, self.match_length, probs)
 
     @staticmethod
-    def none(name: str = "plain") -> "Proposal":
+    def none(name: str = "plain") -> Proposal:
         return Proposal(EMPTY_TOKENS, [], name)
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from typing import Any, Dict, Iterator, List, Optional, Union
-
+from collections.abc import Iterator
+from typing import Any
 
 from .engine import SpeculativeEngine, prompt_tokens_for
 from .prediction import prediction_text
@@ -30,8 +30,8 @@ def _check_exact(exact: Any) -> None:
         raise TypeError(f"exact must be True, False or None, got {type(exact).__name__}")
 
 
-def _usage(n_prompt: int, gen: Any) -> dict:
-    usage: dict = {"prompt_tokens": n_prompt, "completion_tokens": len(gen.tokens),
+def _usage(n_prompt: int, gen: Any) -> dict[str, Any]:
+    usage: dict[str, Any] = {"prompt_tokens": n_prompt, "completion_tokens": len(gen.tokens),
                    "total_tokens": n_prompt + len(gen.tokens)}
     if gen.prediction_usage is not None:
         usage["completion_tokens_details"] = dict(gen.prediction_usage)
@@ -52,7 +52,7 @@ class SpeculativeLlama:
     def __init__(self, llm: Any, **options: Any) -> None:
         self.llm = llm
         self.engine = SpeculativeEngine(llm, **options)
-        self.last_speculative: dict = {}  # the stats of the latest request
+        self.last_speculative: dict[str, Any] = {}  # the stats of the latest request
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names this class lacks: tokenize, metadata, chat_format...
@@ -61,32 +61,32 @@ class SpeculativeLlama:
     # ------------------------------------------------------------------
     def create_completion(
         self,
-        prompt: Union[str, List[int]],
-        suffix: Optional[str] = None,
-        max_tokens: Optional[int] = 16,
+        prompt: str | list[int],
+        suffix: str | None = None,
+        max_tokens: int | None = 16,
         temperature: float = 0.8,
         top_p: float = 0.95,
         min_p: float = 0.05,
         typical_p: float = 1.0,
-        logprobs: Optional[int] = None,
+        logprobs: int | None = None,
         echo: bool = False,
-        stop: Optional[Union[str, List[str]]] = [],
+        stop: str | list[str] | None = None,
         frequency_penalty: float = 0.0,
         presence_penalty: float = 0.0,
         repeat_penalty: float = 1.0,
         top_k: int = 40,
         stream: bool = False,
-        seed: Optional[int] = None,
+        seed: int | None = None,
         tfs_z: float = 1.0,
         mirostat_mode: int = 0,
         mirostat_tau: float = 5.0,
         mirostat_eta: float = 0.1,
-        model: Optional[str] = None,
+        model: str | None = None,
         stopping_criteria: Any = None,
         logits_processor: Any = None,
         grammar: Any = None,
-        logit_bias: Optional[Dict[int, float]] = None,
-        exact: Optional[bool] = None,
+        logit_bias: dict[int, float] | None = None,
+        exact: bool | None = None,
         prediction: Any = None,
     ) -> Any:
         """llama-cpp-python's ``Llama.create_completion``, speculative.
@@ -96,6 +96,8 @@ class SpeculativeLlama:
             follows it. The text is the same as without it; the response's usage
             then carries ``completion_tokens_details`` with OpenAI's
             ``accepted_prediction_tokens`` and ``rejected_prediction_tokens``."""
+        if stop is None:
+            stop = []
         _check_exact(exact)
         greedy = temperature == 0 or (temperature > 0 and top_k == 1)
         unsupported = {
@@ -148,11 +150,11 @@ class SpeculativeLlama:
 
     __call__ = create_completion
 
-    def _stream_chunks(self, run: Any, head: dict, prefix: str) -> Iterator[dict]:
+    def _stream_chunks(self, run: Any, head: dict[str, Any], prefix: str) -> Iterator[dict[str, Any]]:
         """One chunk per verify pass: the text that can no longer change (no split
         UTF-8 character, nothing that may still turn out to start a stop string).
         The last chunk carries the finish reason, the usage and the stats."""
-        def chunk(text: str, finish: Optional[str]) -> dict:
+        def chunk(text: str, finish: str | None) -> dict[str, Any]:
             return {**head, "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
 
         sent = 0
@@ -173,10 +175,10 @@ class SpeculativeLlama:
     # ------------------------------------------------------------------
     def create_chat_completion(
         self,
-        messages: List[Any],
-        functions: Optional[List[Any]] = None,
+        messages: list[Any],
+        functions: list[Any] | None = None,
         function_call: Any = None,
-        tools: Optional[List[Any]] = None,
+        tools: list[Any] | None = None,
         tool_choice: Any = None,
         temperature: float = 0.2,
         top_p: float = 0.95,
@@ -184,10 +186,10 @@ class SpeculativeLlama:
         min_p: float = 0.05,
         typical_p: float = 1.0,
         stream: bool = False,
-        stop: Optional[Union[str, List[str]]] = [],
-        seed: Optional[int] = None,
+        stop: str | list[str] | None = None,
+        seed: int | None = None,
         response_format: Any = None,
-        max_tokens: Optional[int] = None,
+        max_tokens: int | None = None,
         presence_penalty: float = 0.0,
         frequency_penalty: float = 0.0,
         repeat_penalty: float = 1.0,
@@ -195,13 +197,13 @@ class SpeculativeLlama:
         mirostat_mode: int = 0,
         mirostat_tau: float = 5.0,
         mirostat_eta: float = 0.1,
-        model: Optional[str] = None,
+        model: str | None = None,
         logits_processor: Any = None,
         grammar: Any = None,
-        logit_bias: Optional[Dict[int, float]] = None,
-        logprobs: Optional[bool] = None,
-        top_logprobs: Optional[int] = None,
-        exact: Optional[bool] = None,
+        logit_bias: dict[int, float] | None = None,
+        logprobs: bool | None = None,
+        top_logprobs: int | None = None,
+        exact: bool | None = None,
         prediction: Any = None,
     ) -> Any:
         """llama-cpp-python's ``Llama.create_chat_completion``: the model's chat
@@ -211,13 +213,16 @@ class SpeculativeLlama:
         share per-call state."""
         from llama_cpp import llama_chat_format
 
+        if stop is None:
+            stop = []
         _check_exact(exact)  # a bad value fails here, before any formatting
         prediction_text(prediction)
         llm = self.llm
         handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
                    or llama_chat_format.get_chat_completion_handler(llm.chat_format))
         view = _CallView(self, exact=exact, prediction=prediction)
-        out = handler(
+        call: Any = handler   # the handler takes our duck-typed view and logit_bias as Llama passes them
+        out: Any = call(
             llama=view, messages=messages, functions=functions, function_call=function_call, tools=tools,
             tool_choice=tool_choice, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
             typical_p=typical_p, logprobs=logprobs, top_logprobs=top_logprobs, stream=stream, stop=stop,
@@ -239,19 +244,20 @@ class SpeculativeLlama:
                  frequency_penalty: float = 0.0, presence_penalty: float = 0.0, tfs_z: float = 1.0,
                  mirostat_mode: int = 0, mirostat_tau: float = 5.0, mirostat_eta: float = 0.1,
                  penalize_nl: bool = True, logits_processor: Any = None, stopping_criteria: Any = None,
-                 grammar: Any = None, exact: Optional[bool] = None) -> Iterator[int]:
+                 grammar: Any = None, exact: bool | None = None) -> Iterator[int]:
         """``Llama.generate``: yields token ids. Greedy requests are speculative and
         yield exactly the plain tokens (with exact=True); unlike ``Llama.generate``
         they end after an end-of-generation token (yielded last) or at the end of
         the context. ``exact``: this call's verify mode (None: the wrapper's)."""
         _check_exact(exact)
         if not (temp == 0 or (temp > 0 and top_k == 1)):
-            return self.llm.generate(
+            plain: Iterator[int] = self.llm.generate(
                 tokens, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p, temp=temp,
                 repeat_penalty=repeat_penalty, reset=reset, frequency_penalty=frequency_penalty,
                 presence_penalty=presence_penalty, tfs_z=tfs_z, mirostat_mode=mirostat_mode,
                 mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, penalize_nl=penalize_nl,
                 logits_processor=logits_processor, stopping_criteria=stopping_criteria, grammar=grammar)
+            return plain
         bad = [n for n, used in {"repeat_penalty": repeat_penalty != 1.0, "frequency_penalty": frequency_penalty != 0,
                                  "presence_penalty": presence_penalty != 0, "mirostat_mode": mirostat_mode != 0,
                                  "logits_processor": logits_processor is not None, "grammar": grammar is not None,
@@ -260,12 +266,13 @@ class SpeculativeLlama:
             raise NotImplementedError(f"ngramspec's greedy generate does not support {', '.join(bad)}")
         return self._generate_greedy(list(tokens), stopping_criteria, exact)
 
-    def _generate_greedy(self, tokens: list, stopping_criteria: Any, exact: Optional[bool]) -> Iterator[int]:
+    def _generate_greedy(self, tokens: list[int], stopping_criteria: Any, exact: bool | None) -> Iterator[int]:
         run = self.engine.stream(tokens, max_tokens=None, stopping_criteria=stopping_criteria, exact=exact)
         for chunk in run:
             yield from chunk
-        if run.result.eog_token is not None:  # Llama.generate yields it too
-            yield run.result.eog_token
+        eog = run.result.eog_token if run.result is not None else None
+        if eog is not None:  # Llama.generate yields it too
+            yield eog
 
 
 class _CallView:
@@ -275,11 +282,11 @@ class _CallView:
 
     def __init__(self, spec: SpeculativeLlama, **extra: Any) -> None:
         self._spec, self._extra = spec, extra
-        self.last_speculative: dict = {}
-        self.last_usage: Optional[dict] = None
+        self.last_speculative: dict[str, Any] = {}
+        self.last_usage: dict[str, Any] | None = None
 
     def create_completion(self, *args: Any, **kwargs: Any) -> Any:
-        out = self._spec.create_completion(*args, **kwargs, **self._extra)
+        out = self._spec.create_completion(*args, **{**kwargs, **self._extra})
         if isinstance(out, dict):
             self.last_speculative, self.last_usage = out["speculative"], out["usage"]
             return out
@@ -287,7 +294,7 @@ class _CallView:
 
     __call__ = create_completion
 
-    def _watch(self, chunks: Iterator[dict]) -> Iterator[dict]:
+    def _watch(self, chunks: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for c in chunks:
             if "speculative" in c:
                 self.last_speculative, self.last_usage = c["speculative"], c.get("usage")
@@ -297,7 +304,7 @@ class _CallView:
         return getattr(self._spec, name)
 
 
-def _chat_stream(chunks: Iterator[dict], view: _CallView) -> Iterator[dict]:
+def _chat_stream(chunks: Iterator[dict[str, Any]], view: _CallView) -> Iterator[dict[str, Any]]:
     """A chat stream whose last chunk carries the usage and stats, as a completion stream's does."""
     pending = None
     for c in chunks:

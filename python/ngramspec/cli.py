@@ -76,6 +76,34 @@ def _read_prompt(args: argparse.Namespace) -> str:
     return args.prompt
 
 
+def _read_prediction(args: argparse.Namespace) -> str | None:
+    """--prediction FILE, or - for stdin: the expected output (OpenAI's predicted
+    outputs). stdin cannot carry both the prompt and the prediction."""
+    if args.prediction is None:
+        return None
+    if args.prediction == "-":
+        if args.prompt == "-":
+            raise UserError("stdin cannot be both the prompt and the prediction: give the prompt as text or "
+                            "with --file when the prediction comes from stdin (--prediction -)")
+        try:
+            raw = getattr(sys.stdin, "buffer", None)
+            text = raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
+        except UnicodeDecodeError as e:
+            raise UserError(f"the prediction on stdin is not UTF-8 text: {e}") from None
+        if not text:
+            raise UserError("the prediction on stdin is empty")
+        return text
+    try:
+        text = Path(args.prediction).read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot read prediction file: {e}") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"prediction file {args.prediction} is not UTF-8 text: {e}") from None
+    if not text:
+        raise UserError(f"prediction file {args.prediction} is empty")
+    return text
+
+
 def _stats_line(spec: dict) -> str:
     if not spec.get("used"):
         return "ngramspec: " + spec.get("reason", "speculation not used")
@@ -94,6 +122,7 @@ def _generate(args: argparse.Namespace) -> int:
         raise UserError("--max-draft must be >= 0")
     if args.n_ctx != 0 and args.n_ctx < 32:
         raise UserError("--n-ctx must be 0 (the model's training context) or >= 32")
+    prediction = _read_prediction(args)   # first: with --prediction -, stdin is the prediction's
     prompt = _read_prompt(args)
     memory, memory_path = _open_memory(args)  # a bad --memory/--prime fails before the model loads
     llm = _load(args.model, args.n_ctx, args.threads, args.seed)
@@ -119,8 +148,9 @@ def _generate(args: argparse.Namespace) -> int:
         spec = SpeculativeLlama(llm, **options)
     req = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed}
     messages = [{"role": "user", "content": prompt}]
-    call = (lambda **kw: spec.create_chat_completion(messages, **kw)) if args.chat else \
-        (lambda **kw: spec.create_completion(prompt, **kw))
+    predicted = {} if prediction is None else {"prediction": {"type": "content", "content": prediction}}
+    call = (lambda **kw: spec.create_chat_completion(messages, **kw, **predicted)) if args.chat else \
+        (lambda **kw: spec.create_completion(prompt, **kw, **predicted))
     from .invariance import check_batch_invariance
 
     if spec.engine.exact and spec.engine.max_draft > 0:  # measured once, before timing
@@ -140,6 +170,10 @@ def _generate(args: argparse.Namespace) -> int:
         raise
     elapsed = time.perf_counter() - t0
     print(_stats_line(spec.last_speculative), file=sys.stderr)
+    if prediction is not None:
+        used = spec.last_speculative.get("prediction") or {}
+        print(f"ngramspec: prediction: {used.get('accepted_prediction_tokens', 0)} tokens accepted, "
+              f"{used.get('rejected_prediction_tokens', 0)} rejected", file=sys.stderr)
     if memory is not None and memory_path is not None:  # the generation's output is in the memory now
         memory.save(memory_path)
         print(f"ngramspec: memory saved to {memory_path} ({len(memory)} tokens)", file=sys.stderr)
@@ -350,6 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "save it there after the generation")
     g.add_argument("--prime", action="append", default=[], metavar="PATH",
                    help="put this file or folder (read recursively) in the memory first; repeatable")
+    g.add_argument("--prediction", default=None, metavar="FILE|-",
+                   help="the expected output (e.g. the file being edited), read from FILE or stdin (-): "
+                        "drafts from it; the output stays exactly what it is without it")
     g.add_argument("--compare", action="store_true", help="also run plain llama-cpp-python and compare")
     d = sub.add_parser("doctor", help="check the llama.cpp build for exact speculation")
     d.add_argument("--model", default="smollm2-135m")

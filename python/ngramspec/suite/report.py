@@ -77,30 +77,32 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
     for f in figs:
         row = [f.name, str(f.prompts), str(f.output_tokens), f"{f.methods['plain'].decode_tok_s:.1f}"]
         for m in others:
-            mf = f.methods[m]
+            mf = f.methods.get(m, _NOT_RUN)
             cell = _x(mf.speedup) + _spread(mf.speedups)
             if mf.failed:
                 cell += f" [failed on {mf.failed} run(s)]"
             row.append(cell)
         row += [_x(f.limit.speedup), _x(f.perfect.speedup)]
-        row += [_pct(f.methods[m].speedup / f.limit.speedup) for m in others]
-        row.append(", ".join(f"{m}: {_identity(f.methods[m])}" for m in others))
+        row += [_pct(f.methods.get(m, _NOT_RUN).speedup / f.limit.speedup) for m in others]
+        row.append(", ".join(f"{m}: {_identity(f.methods[m])}" for m in others if m in f.methods))
         lines.append("| " + " | ".join(row) + " |")
     gm = ["**geometric mean**", "", "", ""]
-    gm += [_x(geomean([f.methods[m].speedup for f in figs])) for m in others]
+    gm += [_x(geomean([f.methods[m].speedup for f in figs if m in f.methods])) for m in others]
     gm += [_x(geomean([f.limit.speedup for f in figs])), _x(geomean([f.perfect.speedup for f in figs]))]
-    gm += [_pct(geomean([f.methods[m].speedup / f.limit.speedup for f in figs])) for m in others] + [""]
+    gm += [_pct(geomean([f.methods[m].speedup / f.limit.speedup for f in figs if m in f.methods]))
+           for m in others] + [""]
     lines.append("| " + " | ".join(gm) + " |")
-    drift = [m for m in others if any(f.methods[m].diverged for f in figs)]
+    drift = [m for m in others if any(f.methods[m].diverged for f in figs if m in f.methods)]
     if drift:
         lines += ["", "Runs whose text differs from plain greedy (first divergences per 1,000 generated tokens, "
                   "over every workload):"]
         for m in drift:
-            n = sum(f.methods[m].diverged for f in figs)
-            tokens = sum(f.methods[m].tokens for f in figs)
-            lines.append(f"- {m}: {n} of {sum(len(f.methods[m].speedups) * f.prompts for f in figs)} runs, "
+            n = sum(f.methods[m].diverged for f in figs if m in f.methods)
+            tokens = sum(f.methods[m].tokens for f in figs if m in f.methods)
+            ran = sum(len(f.methods[m].speedups) * f.prompts for f in figs if m in f.methods)
+            lines.append(f"- {m}: {n} of {ran} runs, "
                          f"{1000.0 * n / tokens if tokens else math.nan:.2f} per 1,000 tokens")
-    errors = {(f.name, m): f.methods[m].error for f in figs for m in others if f.methods[m].error}
+    errors = {(f.name, m): f.methods[m].error for f in figs for m in others if m in f.methods and f.methods[m].error}
     if errors:
         lines += ["", "Failures (the run is left out of that method's figures):"]
         lines += [f"- {m} on {w}: `{e[:200]}`" for (w, m), e in errors.items()]
@@ -137,7 +139,7 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
               "| workload | prompt tokens | " + " | ".join(methods) + " |", "|---" * (2 + len(methods)) + "|"]
     for f in figs:
         lines.append(f"| {f.name} | {f.prompt_tokens} | "
-                     + " | ".join(_seconds(f.methods[m].prefill_s) for m in methods) + " |")
+                     + " | ".join(_seconds(f.methods.get(m, _NOT_RUN).prefill_s) for m in methods) + " |")
 
     if rss:
         lines += ["", "## Peak RSS", "",
@@ -151,6 +153,10 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
     if plots:
         lines += ["", "## Plots", ""] + [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+# A method that did not run on a workload (the prediction methods need items with a prediction).
+_NOT_RUN = MethodFigures(math.nan, math.nan, [], False)
 
 
 def _identity(mf: MethodFigures) -> str:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from . import sources
 from .sources import Item, Workload
@@ -30,6 +30,10 @@ LOOKUP_PRED_TOKENS = 10
 # Invariance and the verify-cost curve are measured up to this batch size: the
 # engine's default cap (9) and room above it for the model-free limit.
 MEASURED_MAX_BATCH = 17
+# Predicted outputs (issue 17): ngramspec given each item's prediction (the
+# unedited file), and given an unrelated file instead. They run only on items that
+# carry a prediction (the predicted_edit workload); each has its own engine.
+PREDICTION_METHODS = ("ngramspec+prediction", "ngramspec+wrong-prediction")
 
 
 class FirstTokenClock:
@@ -91,6 +95,10 @@ ENGINE_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+ENGINE_OPTIONS.update({m: {} for m in PREDICTION_METHODS})
+EXTRA_METHODS += PREDICTION_METHODS
+
+
 def make_engine(llm: Any, method: str, **extra: Any) -> Any:
     """The SpeculativeEngine for an ngramspec method, ``extra`` (e.g. invariance) added."""
     from ..engine import SpeculativeEngine
@@ -111,7 +119,8 @@ class Suite:
 
     def __init__(self, model: str, *, quick: bool, n_ctx: int = 4096, threads: int | None = None,
                  methods: tuple[str, ...] = METHODS, progress: bool = True, server: str | None = None,
-                 server_modes: tuple[str, ...] = ()) -> None:
+                 server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
+                 trace: bool = False) -> None:
         from ..costcurve import measure_verify_cost
         from ..invariance import check_batch_invariance
 
@@ -123,12 +132,15 @@ class Suite:
         self.path = _model_path(model)
         self.llm = load(self.path, "plain", n_ctx, threads)
         self.threads = self.llm.context_params.n_threads
-        self.workloads: list[Workload] = sources.build(self.llm, quick)
+        self.workloads: list[Workload] = sources.build(self.llm, quick, workloads)
         self.invariance = check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
         self.cost = measure_verify_cost(self.llm, MEASURED_MAX_BATCH, reps=3 if quick else 7, progress=progress)
         self.engines = {m: make_engine(self.llm, m, invariance=self.invariance) for m in ENGINE_OPTIONS}
         self.lookup = load(self.path, "prompt lookup", n_ctx, threads) if "prompt lookup" in self.methods else None
         self.progress = progress
+        if trace:   # every ngramspec pass recorded in stats.trace (SpeculativeEngine(trace=True))
+            for e in self.engines.values():
+                e.trace = True
         self.servers: dict[str, Any] = {}
         if server:
             from .server import LlamaServer
@@ -161,6 +173,8 @@ class Suite:
         stop = item.stop or None
         t0 = time.perf_counter()
         try:
+            if method in PREDICTION_METHODS:
+                return self._run_predicted(method, workload, item, round_, clock, t0)
             if method in self.engines:
                 self.llm.reset()
                 gen = self.engines[method].generate(item.prompt, max_tokens=item.max_tokens, stop=stop,
@@ -186,6 +200,18 @@ class Suite:
                 raise
             return Run(method, workload, item.label, round_, 0.0, 0.0, 0, "", error=f"{type(e).__name__}: {e}")
 
+    def _run_predicted(self, method: str, workload: str, item: Item, round_: int, clock: FirstTokenClock,
+                       t0: float) -> Run:
+        prediction = item.prediction if method == "ngramspec+prediction" else item.wrong_prediction
+        if prediction is None:
+            raise ValueError(f"{method} needs an item with a prediction; {item.label!r} has none")
+        self.llm.reset()
+        gen = self.engines[method].generate(item.prompt, max_tokens=item.max_tokens, stop=item.stop or None,
+                                            stopping_criteria=clock, prediction=prediction)
+        t1 = time.perf_counter()
+        return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
+                   len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=gen.stats.to_dict())
+
     def run(self, rounds: int) -> list[Run]:
         """Every method on every item, ``rounds`` times. Within a round each item
         runs every method back to back, in an order that rotates by round."""
@@ -201,6 +227,9 @@ class Suite:
                 for w in self.workloads:
                     for item in w.items:
                         for m in order:
+                            if m in PREDICTION_METHODS and item.prediction is None:
+                                bar.update()
+                                continue
                             runs.append(self.run_once(m, w.name, item, r))
                             bar.update()
         return runs

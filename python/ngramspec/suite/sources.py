@@ -19,7 +19,7 @@ import re
 import statistics
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 # HumanEval's own stop sequences (Chen et al., 2021): the completion ends where the
 # next top-level statement would begin.
@@ -33,6 +33,10 @@ class Item:
     prompt: str                      # the exact text sent (chat template already applied)
     max_tokens: int
     stop: list[str] = field(default_factory=list)
+    # predicted_edit only: the caller's predicted output (OpenAI's ``prediction``),
+    # and an unrelated text given as a wrong prediction.
+    prediction: str | None = None
+    wrong_prediction: str | None = None
 
 
 @dataclass
@@ -108,6 +112,45 @@ def code_editing(chat: Callable[[list[dict[str, str]]], str], n: int, max_tokens
         items.append(Item(f"{func.__module__}.{func.__name__}", prompt, max_tokens))
     return Workload("code_editing", "an edit of a real source file; the answer mostly copies the input",
                     f"Python {platform.python_version()} standard library source (textwrap, statistics)", items)
+
+
+# Each a real function of the standard library (about 40-60 lines) and a small edit
+# whose right answer is mostly the function unchanged.
+PREDICTED_EDITS = [
+    ("difflib", "get_close_matches", "Rename the parameter `possibilities` to `candidates`."),
+    ("statistics", "quantiles", "Rename the local variable `ld` to `size`."),
+    ("shutil", "get_terminal_size", "Add type hints to the parameter and the return value."),
+    ("copy", "deepcopy", "Rename the parameter `memo` to `seen`."),
+]
+# The wrong prediction: a real function of another module that has nothing to do
+# with any of the edits (what a caller who attached the wrong file would send).
+UNRELATED_SOURCE = ("fractions", "Fraction.limit_denominator")
+
+
+def _stdlib_source(module: str, qualname: str) -> str:
+    import importlib
+
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return _python_source(obj)
+
+
+def predicted_edit(chat: Callable[[list[dict[str, str]]], str], n: int, max_tokens: int) -> Workload:
+    """Issue 17: an edit of a real source file sent with the unedited file as the
+    prediction (OpenAI's predicted outputs). Each item also carries an unrelated
+    function as a wrong prediction."""
+    wrong = _stdlib_source(*UNRELATED_SOURCE)
+    items = []
+    for module, name, instruction in PREDICTED_EDITS[:n]:
+        src = _stdlib_source(module, name)
+        prompt = chat([{"role": "user", "content":
+                        f"{instruction} Reply with the whole function.\n\n```python\n{src}```"}])
+        items.append(Item(f"{module}.{name}", prompt, max_tokens, prediction=src, wrong_prediction=wrong))
+    modules = ", ".join(m for m, _, _ in PREDICTED_EDITS[:n])
+    return Workload("predicted_edit", "an edit of a real source file, sent with the unedited file as the prediction",
+                    f"Python {platform.python_version()} standard library source ({modules}); wrong prediction: "
+                    f"{UNRELATED_SOURCE[0]}.{UNRELATED_SOURCE[1]}", items)
 
 
 def _iso3166_rows() -> list[str]:
@@ -195,13 +238,35 @@ def multi_turn_chat(chat: Callable[[list[dict[str, str]]], str], n: int, max_tok
                     "(fnmatch, shlex)", items)
 
 
-def build(llm: Any, quick: bool) -> list[Workload]:
-    """Every workload, formatted for ``llm``: one short item each when ``quick``."""
+DEFAULT_WORKLOADS = ("code_completion", "code_editing", "structured_extraction", "grounded_qa", "open_prose",
+                     "multi_turn_chat")
+# Built only when named (``build(..., names=...)``; ``python -m ngramspec.suite.predicted_edit``).
+OPTIONAL_WORKLOADS = ("predicted_edit",)
+
+
+def build(llm: Any, quick: bool, names: Sequence[str] | None = None) -> list[Workload]:
+    """The workloads named (default: DEFAULT_WORKLOADS), formatted for ``llm``,
+    in the order given: one short item each when ``quick``."""
     chat = chat_formatter(llm)
+    names = tuple(DEFAULT_WORKLOADS if names is None else names)
+    unknown = [n for n in names if n not in DEFAULT_WORKLOADS + OPTIONAL_WORKLOADS]
+    if unknown:
+        raise ValueError(f"unknown workload(s) {unknown}; choose from {list(DEFAULT_WORKLOADS + OPTIONAL_WORKLOADS)}")
     if quick:
-        return [code_completion(1, 48), code_editing(chat, 1, 64), structured_extraction(chat, 1, 5, 64),
-                grounded_qa(chat, 1, 48), open_prose(chat, 1, 48), multi_turn_chat(chat, 1, 64)]
-    # Sized so that a round of every method on Qwen2.5-Coder-1.5B stays within
-    # minutes on two cores: about 3,000 generated tokens per method.
-    return [code_completion(20, 96), code_editing(chat, 3, 192), structured_extraction(chat, 2, 16, 192),
-            grounded_qa(chat, 2, 128), open_prose(chat, 2, 128), multi_turn_chat(chat, 2, 192)]
+        makers: dict[str, Callable[[], Workload]] = {
+            "code_completion": lambda: code_completion(1, 48), "code_editing": lambda: code_editing(chat, 1, 64),
+            "structured_extraction": lambda: structured_extraction(chat, 1, 5, 64),
+            "grounded_qa": lambda: grounded_qa(chat, 1, 48), "open_prose": lambda: open_prose(chat, 1, 48),
+            "multi_turn_chat": lambda: multi_turn_chat(chat, 1, 64),
+            # Two short functions; 384 tokens is most of each (a whole one is about 450).
+            "predicted_edit": lambda: predicted_edit(chat, 2, 384)}
+    else:
+        # Sized so that a round of every method on Qwen2.5-Coder-1.5B stays within
+        # minutes on two cores: about 3,000 generated tokens per method.
+        makers = {
+            "code_completion": lambda: code_completion(20, 96), "code_editing": lambda: code_editing(chat, 3, 192),
+            "structured_extraction": lambda: structured_extraction(chat, 2, 16, 192),
+            "grounded_qa": lambda: grounded_qa(chat, 2, 128), "open_prose": lambda: open_prose(chat, 2, 128),
+            "multi_turn_chat": lambda: multi_turn_chat(chat, 2, 192),
+            "predicted_edit": lambda: predicted_edit(chat, 4, 768)}
+    return [makers[n]() for n in names]

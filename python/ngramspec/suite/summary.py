@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from . import oracle
-from .runner import Run, Suite
+from .runner import PREDICTION_METHODS, Run, Suite
 
 
 @dataclass
@@ -74,6 +74,8 @@ def summarize(suite: Suite, runs: Sequence[Run], workloads: Sequence[str] | None
         methods: dict[str, MethodFigures] = {}
         for m in suite.methods:
             runs_m = [r for r in mine if r.method == m]
+            if not runs_m and m in PREDICTION_METHODS:   # run only where an item has a prediction
+                continue
             ok = [r for r in runs_m if not r.error]
             speedups, rates, prefills = [], [], []
             for rnd in rounds:

@@ -23,7 +23,14 @@ METHODS = ("plain", "prompt lookup", "ngramspec")
 # Run only when asked for: ngramspec without its copy drafts (an ablation), and
 # fast mode (exact=False: every batch size, up to 16 draft tokens; its output
 # may drift from plain greedy at floating-point near-ties).
-EXTRA_METHODS = ("ngramspec n-gram only", "ngramspec fast")
+# The draft-model methods (issue 20): model-free sources plus a draft model, and the
+# draft model alone (no n-gram or copy drafts). The draft model is
+# ``draft_model_for(model)``: DRAFT_MODELS, or the environment's
+# NGRAMSPEC_BENCH_DRAFT_MODEL (a name from ngramspec.models or a GGUF path).
+DRAFT_METHODS = ("ngramspec+draft", "draft-only")
+EXTRA_METHODS: tuple[str, ...] = ("ngramspec n-gram only", "ngramspec fast") + DRAFT_METHODS
+DRAFT_MODELS = {"qwen2.5-coder-1.5b": "qwen2.5-coder-0.5b"}
+DRAFT_MODEL_ENV = "NGRAMSPEC_BENCH_DRAFT_MODEL"
 # llama-cpp-python's documented prompt-lookup setting (num_pred_tokens=10 in its
 # README; max_ngram_size=2 is its default).
 LOOKUP_PRED_TOKENS = 10
@@ -92,7 +99,36 @@ ENGINE_OPTIONS: dict[str, dict[str, Any]] = {
     "ngramspec": {},
     "ngramspec n-gram only": {"copy": False},
     "ngramspec fast": {"exact": False, "max_draft": MEASURED_MAX_BATCH - 1},
+    # draft_model=True: the target's draft model (draft_model_for), loaded by the
+    # engine with the target's n_ctx and threads unless make_engine is given a Llama.
+    "ngramspec+draft": {"draft_model": True},
+    # The draft model alone, always called, every allowed draft token verified, at
+    # most 3 per pass: llama-server's draft-model defaults (draft n_max 3, p_min 0), so
+    # its acceptance is the draft model's own, not the gate's choice.
+    "draft-only": {"copy": False, "draft_model": True, "adaptive": False, "max_draft": 3},
 }
+
+
+def draft_model_for(model: str) -> str:
+    """The draft model (a name or GGUF path) the draft-model methods use for ``model``
+    (a name or GGUF path): $NGRAMSPEC_BENCH_DRAFT_MODEL, else DRAFT_MODELS."""
+    import os
+
+    from ..models import resolve_model_path
+
+    env = os.environ.get(DRAFT_MODEL_ENV)
+    if env:
+        return env
+    if model in DRAFT_MODELS:
+        return DRAFT_MODELS[model]
+    for target, draft in DRAFT_MODELS.items():
+        try:
+            if os.path.realpath(resolve_model_path(target)) == os.path.realpath(model):
+                return draft
+        except Exception:  # not fetched: cannot be this file
+            continue
+    raise ValueError(f"no draft model known for {model!r}: set {DRAFT_MODEL_ENV} to a draft model's name or GGUF "
+                     f"path (known pairs: {DRAFT_MODELS})")
 
 
 ENGINE_OPTIONS.update({m: {} for m in PREDICTION_METHODS})
@@ -100,10 +136,22 @@ EXTRA_METHODS += PREDICTION_METHODS
 
 
 def make_engine(llm: Any, method: str, **extra: Any) -> Any:
-    """The SpeculativeEngine for an ngramspec method, ``extra`` (e.g. invariance) added."""
+    """The SpeculativeEngine for an ngramspec method, ``extra`` (e.g. invariance,
+    or draft_model: a loaded draft Llama) added."""
     from ..engine import SpeculativeEngine
 
-    return SpeculativeEngine(llm, **ENGINE_OPTIONS[method], **extra)
+    options = {**ENGINE_OPTIONS[method], **extra}
+    if options.get("draft_model") is True:
+        options["draft_model"] = draft_model_for(llm.model_path)
+    engine = SpeculativeEngine(llm, **options)
+    if method == "draft-only":  # the engine always has its n-gram proposer: keep only the draft model
+        engine.proposers = [p for p in engine.proposers if getattr(p, "gate", None) is not None]
+    return engine
+
+
+def draft_proposer(engine: Any) -> Any:
+    """The engine's draft-model proposer, or None."""
+    return next((p for p in engine.proposers if getattr(p, "gate", None) is not None), None)
 
 
 class Suite:
@@ -135,7 +183,16 @@ class Suite:
         self.workloads: list[Workload] = sources.build(self.llm, quick, workloads)
         self.invariance = check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
         self.cost = measure_verify_cost(self.llm, MEASURED_MAX_BATCH, reps=3 if quick else 7, progress=progress)
-        self.engines = {m: make_engine(self.llm, m, invariance=self.invariance) for m in ENGINE_OPTIONS}
+        # The draft-model methods share one draft Llama (target's n_ctx and threads),
+        # loaded only when one of them runs; reset before each of their runs.
+        self.draft_llm: Any = None
+        if any(m in DRAFT_METHODS for m in self.methods):
+            from ..model_proposer import load_draft_model
+
+            self.draft_llm = load_draft_model(draft_model_for(model), self.llm)
+        self.engines = {m: make_engine(self.llm, m, invariance=self.invariance,
+                                       **({"draft_model": self.draft_llm} if m in DRAFT_METHODS else {}))
+                        for m in ENGINE_OPTIONS if m not in DRAFT_METHODS or m in self.methods}
         self.lookup = load(self.path, "prompt lookup", n_ctx, threads) if "prompt lookup" in self.methods else None
         self.progress = progress
         if trace:   # every ngramspec pass recorded in stats.trace (SpeculativeEngine(trace=True))
@@ -146,10 +203,12 @@ class Suite:
             from .server import LlamaServer
 
             try:
-                from .server import MODES
+                from .server import DEFAULT_MODES
 
-                for mode in server_modes or MODES:
-                    self.servers[f"llama-server {mode}"] = LlamaServer(server, self.path, mode, n_ctx, self.threads)
+                for mode in server_modes or DEFAULT_MODES:
+                    draft = _model_path(draft_model_for(model)) if mode == "draft" else None
+                    self.servers[f"llama-server {mode}"] = LlamaServer(server, self.path, mode, n_ctx, self.threads,
+                                                                       draft=draft)
             except BaseException:
                 self.close()
                 raise
@@ -161,6 +220,8 @@ class Suite:
         self.llm.close()
         if self.lookup is not None:
             self.lookup.close()
+        if getattr(self, "draft_llm", None) is not None:
+            self.draft_llm.close()
 
     def workload(self, name: str) -> Workload:
         for w in self.workloads:
@@ -177,11 +238,19 @@ class Suite:
                 return self._run_predicted(method, workload, item, round_, clock, t0)
             if method in self.engines:
                 self.llm.reset()
-                gen = self.engines[method].generate(item.prompt, max_tokens=item.max_tokens, stop=stop,
-                                           stopping_criteria=clock)
+                engine = self.engines[method]
+                drafter = draft_proposer(engine)
+                if drafter is not None:
+                    self.draft_llm.reset()   # no draft prompt cached from another method's run
+                    before = _draft_counters(drafter)
+                    t0 = time.perf_counter()
+                gen = engine.generate(item.prompt, max_tokens=item.max_tokens, stop=stop, stopping_criteria=clock)
                 t1 = time.perf_counter()
+                stats = gen.stats.to_dict()
+                if drafter is not None:
+                    stats["draft_model"] = _draft_stats(drafter, before, engine)
                 return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
-                           len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=gen.stats.to_dict())
+                           len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=stats)
             if method in self.servers:
                 out = self.servers[method].complete(item.prompt, item.max_tokens, item.stop)
                 t = out["timings"]
@@ -238,6 +307,27 @@ class Suite:
         from ..engine import prompt_tokens_for
 
         return prompt_tokens_for(self.llm, item.prompt)
+
+
+_DRAFT_COUNTERS = ("calls", "probes", "refusals")
+_PROPOSER_COUNTERS = ("proposals", "drafted_tokens", "draft_seconds", "prefill_seconds", "catchup_seconds")
+
+
+def _draft_counters(p: Any) -> dict[str, float]:
+    return {**{k: getattr(p.gate, k) for k in _DRAFT_COUNTERS}, **{k: getattr(p, k) for k in _PROPOSER_COUNTERS}}
+
+
+def _draft_stats(p: Any, before: dict[str, float], engine: Any) -> dict[str, Any]:
+    """One run's draft-model figures: the gate's decisions (passes it let the draft
+    model run, probes among them, refusals), the draft's work and its measured
+    prices next to a target token's."""
+    now = _draft_counters(p)
+    out: dict[str, Any] = {k: now[k] - before[k] for k in now}
+    policy = engine.policy
+    out.update(seconds_per_token=p.seconds_per_token, decode_seconds=p.decode_seconds,
+               size_ratio=p.size_ratio,
+               target_single_seconds=getattr(getattr(policy, "cost", None), "single_seconds", None))
+    return out
 
 
 def peak_rss_mib(path: str, method: str, item: Item, n_ctx: int, threads: int | None) -> float:

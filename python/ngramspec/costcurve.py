@@ -19,10 +19,14 @@ import math
 import random
 import statistics
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import _llama
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard  # typing's from Python 3.10
 
 __all__ = ["CostCurve", "CostCurveResult", "ContextCost", "measure_verify_cost", "measure_cost_curve",
            "prior_curve", "validate_curve", "summarize_rounds", "PRIOR_SLOPE", "STATISTIC"]
@@ -87,7 +91,7 @@ def measure_verify_cost(llm: Any, max_batch: int, *, reps: int = 5, context_toke
     if context_tokens + max_batch > _llama.usable_n_ctx(llm):
         raise ValueError(f"context_tokens + max_batch ({context_tokens + max_batch}) exceeds the context "
                          f"({_llama.usable_n_ctx(llm)} tokens)")
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
 
     piece = llm.tokenize(_TEXT.encode(), add_bos=False)
     tokens = piece * ((context_tokens + max_batch) // len(piece) + 1)
@@ -136,7 +140,7 @@ class ContextCost:
             raise ValueError("every curve must cover the same batch sizes")
 
     @classmethod
-    def from_curves(cls, curves: dict[int, CostCurve]) -> "ContextCost":
+    def from_curves(cls, curves: dict[int, CostCurve]) -> ContextCost:
         contexts = sorted(curves)
         return cls(contexts, [[r * curves[c].single_seconds for r in curves[c].relative] for c in contexts])
 
@@ -219,7 +223,7 @@ class CostCurveResult:
                 "context_tokens": self.context_tokens}
 
     @classmethod
-    def from_json(cls, data: Any) -> "CostCurveResult":
+    def from_json(cls, data: Any) -> CostCurveResult:
         """A stored curve, validated value by value: it must be a measurement that
         passed (``passed`` is literally true, ``validate_curve`` holds again on its
         numbers, every number is finite and positive, ``measured_at`` is a real time
@@ -252,7 +256,7 @@ class CostCurveResult:
             raise ValueError(f"stored cost curve fails validation: {reason}")
         return cls(relative, "cached", True, float(at), int(repeats), STATISTIC, threads, None, spread, 0, int(ctx))
 
-    def restricted(self, sizes: Iterable[int]) -> "CostCurveResult":
+    def restricted(self, sizes: Iterable[int]) -> CostCurveResult:
         """The same curve over ``sizes`` only (each must be priced)."""
         sizes = sorted(set(sizes))
         return CostCurveResult({b: self.relative[b] for b in sizes}, self.origin, self.passed, self.measured_at,
@@ -260,16 +264,16 @@ class CostCurveResult:
                                {b: v for b, v in self.spread.items() if b in sizes}, self.attempts,
                                self.context_tokens)
 
-    def with_origin(self, origin: str) -> "CostCurveResult":
+    def with_origin(self, origin: str) -> CostCurveResult:
         return CostCurveResult(self.relative, origin, self.passed, self.measured_at, self.repeats, self.statistic,
                                self.threads, self.reason, self.spread, self.attempts, self.context_tokens)
 
 
-def _is_number(x: Any) -> bool:
+def _is_number(x: Any) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
@@ -368,7 +372,7 @@ def evaluate_rounds(rounds: Sequence[Mapping[int, float]]) -> tuple[dict[int, fl
 
 
 def _threads(llm: Any) -> tuple[int, int] | None:
-    cp = getattr(llm, "context_params", None)
+    cp: Any = getattr(llm, "context_params", None)
     try:
         return int(cp.n_threads), int(cp.n_threads_batch)
     except (AttributeError, TypeError, ValueError):
@@ -439,7 +443,7 @@ def measure_cost_curve(llm: Any, sizes: Iterable[int], *, repeats: int = 5, atte
     time_rounds: replaces the real timing (tests): called as
         ``time_rounds(sizes, repeats, attempt)`` and returns the rounds.
     """
-    sizes_l = sorted(set(int(b) for b in sizes) | {1})
+    sizes_l = sorted({int(b) for b in sizes} | {1})
     if sizes_l[0] < 1:
         raise ValueError("batch sizes must be >= 1")
     if repeats < 1 or attempts < 1:
@@ -460,7 +464,7 @@ def measure_cost_curve(llm: Any, sizes: Iterable[int], *, repeats: int = 5, atte
             return _time_rounds(llm, s, n, context_tokens, rng, progress, deadline)
 
     deadline = math.inf if budget_s is None else time.perf_counter() + budget_s
-    reason = "not measured"
+    reason: str | None = "not measured"
     for attempt in range(1, attempts + 1):
         rounds = time_rounds(sizes_l, repeats, attempt)
         if len(rounds) < repeats:

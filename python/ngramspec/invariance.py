@@ -20,11 +20,11 @@ cost no longer grows with the square of the largest size.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Sequence
-
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +64,8 @@ def check_sizes(max_batch: int) -> list[int]:
 def effective_max_batch(llm: Any, max_batch: int) -> int:
     """``max_batch`` clamped to what the context decodes in one ubatch,
     min(n_batch, n_ubatch), and to MAX_CHECK_BATCH."""
-    return max(1, min(int(max_batch), llm.n_batch, llm.context_params.n_ubatch, MAX_CHECK_BATCH))
+    top: int = max(1, min(int(max_batch), llm.n_batch, llm.context_params.n_ubatch, MAX_CHECK_BATCH))
+    return top
 
 _PROBE_TEXT = (
     "def fibonacci(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n"
@@ -133,7 +134,8 @@ class InvarianceReport:
     def __str__(self) -> str:
         lines = ["batch  invariant  rows_differing  max_abs_diff"]
         for b, r in sorted(self.results.items()):
-            lines.append(f"{b:>5}  {'yes' if r.invariant else 'NO':>9}  {r.rows_differing:>14}  {r.max_abs_diff:>12.3g}")
+            verdict = "yes" if r.invariant else "NO"
+            lines.append(f"{b:>5}  {verdict:>9}  {r.rows_differing:>14}  {r.max_abs_diff:>12.3g}")
         return "\n".join(lines)
 
 
@@ -194,7 +196,7 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
             reference[i] = _llama.output_logits(llm, 1)[0]
         report = InvarianceReport()
         report.single_token_seconds = float(np.median(singles))
-        from tqdm import tqdm
+        from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
 
         for b in tqdm(sizes, desc="batch invariance", unit="size", disable=not progress, file=sys.stderr):
             if not _llama.remove_from(llm, prefix_tokens):

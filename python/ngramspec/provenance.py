@@ -1,7 +1,6 @@
 """Where a benchmark ran: the CPU and the commit, for every report we write."""
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 

@@ -19,8 +19,8 @@ general form, for proposers with a real q.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -68,7 +68,8 @@ def position_uniform(seed: int, position: int, stream: int = 0) -> float:
 
 def _softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max())
-    return e / e.sum()
+    p: np.ndarray = e / e.sum()
+    return p
 
 
 def target_distribution(logits: np.ndarray, params: SamplingParams,

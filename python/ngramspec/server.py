@@ -301,7 +301,7 @@ def _kwargs(body: Any, chat: bool, state: _State) -> Dict[str, Any]:
             raise ClientError(400, "a batch of prompts is not supported: send one prompt per request",
                               param="prompt", code="unsupported_parameter")
         body.prompt = body.prompt[0] if body.prompt else ""
-    kwargs = body.model_dump(exclude=_NOT_KWARGS)
+    kwargs: Dict[str, Any] = body.model_dump(exclude=_NOT_KWARGS)
     for name in ("presence_penalty", "frequency_penalty"):
         if kwargs.get(name) is None:
             kwargs[name] = 0.0
@@ -392,28 +392,33 @@ class _StreamAnswer(Response):
 
     def __init__(self, state: _State, body: Any, kwargs: Dict[str, Any], chat: bool) -> None:
         super().__init__()
-        self.state, self.body, self.kwargs, self.chat = state, body, kwargs, chat
+        # request_body, not body: Response.body is the (empty) response body
+        self.state, self.request_body, self.kwargs, self.chat = state, body, kwargs, chat
         self.finished = False  # the generation ran to its end
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
             async with contextlib.asynccontextmanager(llama_app.get_llama_proxy)() as proxy:
                 try:
-                    llama = llama_app.prepare_request_resources(self.body, proxy, self.body.model, self.kwargs)
+                    llama = llama_app.prepare_request_resources(self.request_body, proxy, self.request_body.model,
+                                                                self.kwargs)
                     if await StarletteRequest(scope, receive).is_disconnected():
                         return
                     call = llama.create_chat_completion if self.chat else llama.create_completion
                     iterator, first = await run_in_threadpool(_start, call, self.kwargs)
                 except Exception as exc:
-                    err = _as_client_error(exc, self.body)
+                    err = _as_client_error(exc, self.request_body)
                     if not isinstance(err, ClientError):
                         err = _internal_error(exc)
                     await _error_json(err)(scope, receive, send)
                     return
                 try:
                     events = self._events(llama, iterator, first)
+                    # llama-cpp-python's factory is typed as returning bytes; it passes it to
+                    # sse-starlette (which wants a ServerSentEvent) the same way.
+                    ping = llama_app._ping_message_factory
                     await EventSourceResponse(events, sep="\n",
-                                              ping_message_factory=llama_app._ping_message_factory)(
+                                              ping_message_factory=ping)(  # type: ignore[arg-type]
                         scope, receive, send)
                 finally:
                     if not self.finished:
@@ -424,7 +429,8 @@ class _StreamAnswer(Response):
             self.state.leave()
 
     async def _events(self, llama: Any, iterator: Any, chunk: Any) -> Any:
-        include_usage = bool(self.body.stream_options and self.body.stream_options.include_usage)
+        body = self.request_body
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
         last: Optional[Dict[str, Any]] = None
         while chunk is not _END:
             choices = chunk.get("choices") or []
@@ -438,7 +444,7 @@ class _StreamAnswer(Response):
             try:
                 chunk = await run_in_threadpool(next, iterator, _END)
             except Exception as exc:  # mid-stream: the status is sent already; an error event, then the end
-                err = _as_client_error(exc, self.body)
+                err = _as_client_error(exc, self.request_body)
                 if not isinstance(err, ClientError):
                     err = _internal_error(exc)
                 self.finished = True
@@ -461,11 +467,12 @@ async def _answer(request: Any, body: Any, chat: bool) -> Any:
     try:
         async with contextlib.asynccontextmanager(llama_app.get_llama_proxy)() as proxy:
             try:
-                llama = llama_app.prepare_request_resources(body, proxy, body.model, kwargs)
+                # Our SpeculativeLlama (the proxy's), typed by llama-cpp-python as its Llama.
+                llama: Any = llama_app.prepare_request_resources(body, proxy, body.model, kwargs)
                 if await request.is_disconnected():
                     raise HTTPException(status_code=status.HTTP_400_BAD_REQUEST, detail="Client closed request")
                 call = llama.create_chat_completion if chat else llama.create_completion
-                out = await run_in_threadpool(call, **kwargs)
+                out: Dict[str, Any] = await run_in_threadpool(call, **kwargs)  # not streamed: one dict
             except Exception as exc:
                 raise _as_client_error(exc, body) from exc
         return JSONResponse(_finish(out, out.get("speculative")))
@@ -478,11 +485,11 @@ def _router() -> Any:
     auth = [Depends(llama_app.authenticate)]
 
     @router.post("/v1/completions", summary="Completion", dependencies=auth, tags=[llama_app.openai_v1_tag])
-    async def create_completion(request: Request, body: CompletionRequest) -> Any:  # type: ignore[valid-type]
+    async def create_completion(request: Request, body: CompletionRequest) -> Any:
         return await _answer(request, body, chat=False)
 
     @router.post("/v1/chat/completions", summary="Chat", dependencies=auth, tags=[llama_app.openai_v1_tag])
-    async def create_chat_completion(request: Request, body: ChatCompletionRequest) -> Any:  # type: ignore[valid-type]
+    async def create_chat_completion(request: Request, body: ChatCompletionRequest) -> Any:
         return await _answer(request, body, chat=True)
 
     @router.get("/health", summary="Health", tags=["Extras"])
@@ -507,7 +514,7 @@ def _reroute(router: APIRouter) -> None:
     for r in router.routes:
         if not isinstance(r, APIRoute) or r.path in _REPLACED:
             continue
-        fresh.add_api_route(r.path, r.endpoint, methods=sorted(r.methods), dependencies=list(r.dependencies),
+        fresh.add_api_route(r.path, r.endpoint, methods=sorted(r.methods or ()), dependencies=list(r.dependencies),
                             summary=r.summary, tags=r.tags, response_model=r.response_model,
                             responses=r.responses, include_in_schema=r.include_in_schema, name=r.name)
     router.routes[:] = fresh.routes
@@ -522,12 +529,16 @@ def create_app(server_settings: Any, model_settings: Any, options: Optional[Serv
         raise UserError("CONFIG_FILE (llama-cpp-python's multi-model config) is not supported by ngramspec serve")
     _reroute(llama_app.router)
     app = llama_app.create_app(server_settings=server_settings, model_settings=[model_settings])
-    llm = llama_app._llama_proxy()  # the Llama its LlamaProxy loaded with every setting applied
+    loaded = llama_app._llama_proxy
+    assert loaded is not None  # create_app has set it
+    llm = loaded()  # the Llama its LlamaProxy loaded with every setting applied
     wrapper = _wrap(llm, options)
     alias = model_settings.model_alias or model_settings.model
     proxy = SpeculativeProxy(wrapper, alias, [alias, model_settings.model, os.path.basename(model_settings.model),
                                               *names])
-    llama_app._llama_proxy = proxy  # what get_llama_proxy hands to every route, ours and theirs
+    # What get_llama_proxy hands to every route, ours and theirs: a stand-in for its
+    # LlamaProxy (the same calls), not a subclass.
+    llama_app._llama_proxy = proxy  # type: ignore[assignment]
     app.state.ngramspec = _State(proxy, options, server_settings)
     app.include_router(_router())
 

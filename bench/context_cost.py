@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     llm = load(_model_path(args.model), "plain", max(contexts) + args.max_batch + 64, args.threads)
     sizes = [1, 2, 3, 5, 9, 13, 17]
     sizes = [b for b in sizes if b <= args.max_batch]
-    print(f"| context | t(1) ms | " + " | ".join(f"r({b})" for b in sizes[1:]) + " |")
+    print("| context | t(1) ms | " + " | ".join(f"r({b})" for b in sizes[1:]) + " |")
     print("|---" * (len(sizes) + 1) + "|")
     curves = {}
     for ctx in contexts:

@@ -44,7 +44,7 @@ def main() -> None:
              f"max_tokens={args.max_tokens}.", "",
              "Command: `.venv/bin/python bench/max_draft.py " + " ".join(sys.argv[1:]) + "`", "",
              "| workload | " + " | ".join(f"max_draft={c}" for c in caps) + " |", "|---" * (1 + len(caps)) + "|"]
-    geo = {c: 1.0 for c in caps}
+    geo = dict.fromkeys(caps, 1.0)
     for w in WORKLOADS:
         med = {c: statistics.median(times[(w, c)]) for c in caps}
         for c in caps:

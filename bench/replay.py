@@ -108,7 +108,8 @@ def main() -> int:
     ap.add_argument("--context-cost", help="JSON from bench/context_cost.py")
     ap.add_argument("--keep-acceptance", action="store_true",
                     help="one policy for all outputs, in the report's order, carrying its acceptance estimates "
-                         "from one generation to the next (the default starts each from the priors, as the engine does)")
+                         "from one generation to the next (the default starts each from the priors, as the engine "
+                         "does)")
     ap.add_argument("--believed-curve", help="the start-up curve the policy is calibrated with (a preset such "
                     "as trap, or a file); timings come from --cost-curve and the cost is learned online")
     ap.add_argument("--no-explore", action="store_true", help="with --believed-curve: no online exploration")

@@ -144,7 +144,8 @@ def main() -> int:
     else:
         print(f"using cached wheel {wheels[0]}", flush=True)
     # --force-reinstall --no-deps replaces a wheel built with other flags; deps come normally.
-    subprocess.run([sys.executable, "-m", "pip", "install", "--force-reinstall", "--no-deps", str(wheels[0])], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--force-reinstall", "--no-deps", str(wheels[0])],
+                   check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", str(wheels[0])], check=True)
     (dest / "INSTALLED").touch()
     print(f"llama-cpp-python {installed_version()} installed from {wheels[0]}")

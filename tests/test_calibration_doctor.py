@@ -37,7 +37,7 @@ def fake_measure(passes):
         if not passes:
             return prior_curve(sizes, "test: the machine was busy", attempts=3)
         return CostCurveResult({b: 1 + 0.4 * (b - 1) for b in sizes}, "measured", True, time.time(), 5, STATISTIC,
-                               (2, 2), None, {b: 0.0 for b in sizes}, 1, 128)
+                               (2, 2), None, dict.fromkeys(sizes, 0.0), 1, 128)
     return measure, calls
 
 

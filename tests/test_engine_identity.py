@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from ngramspec import SpeculativeEngine
-from ngramspec.policy import CostAwarePolicy
 from ngramspec.engine import prompt_tokens_for
+from ngramspec.policy import CostAwarePolicy
 from plain import plain_tokens
 from prompts import PROMPTS
 

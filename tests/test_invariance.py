@@ -6,12 +6,10 @@ import warnings
 import llama_cpp
 import pytest
 
-from ngramspec import InvarianceReport, SpeculativeEngine, check_batch_invariance
-from ngramspec import invariance_cache
-from ngramspec import _llama
+from ngramspec import InvarianceReport, SpeculativeEngine, _llama, check_batch_invariance, invariance_cache
 from ngramspec.invariance import MAX_CHECK_BATCH, BatchSizeResult, check_sizes
-from prompts import PROMPTS
 from plain import plain_tokens
+from prompts import PROMPTS
 
 
 def test_test_build_is_batch_invariant(invariance):
@@ -24,7 +22,8 @@ def test_test_build_is_batch_invariant(invariance):
 
 
 def fake_report(non_invariant: set[int], up_to: int = 17) -> InvarianceReport:
-    return InvarianceReport({b: BatchSizeResult(b, b not in non_invariant, int(b in non_invariant), 0.1 * (b in non_invariant))
+    return InvarianceReport({b: BatchSizeResult(b, b not in non_invariant, int(b in non_invariant),
+                                                0.1 * (b in non_invariant))
                              for b in range(1, up_to + 1)})
 
 

@@ -10,8 +10,7 @@ import time
 import llama_cpp
 import pytest
 
-from ngramspec import SpeculativeEngine, check_batch_invariance
-from ngramspec import invariance_cache
+from ngramspec import SpeculativeEngine, check_batch_invariance, invariance_cache
 from ngramspec.costcurve import STATISTIC, CostCurveResult, prior_curve
 from ngramspec.invariance import BatchSizeResult, InvarianceReport, check_sizes
 from plain import plain_tokens
@@ -69,7 +68,7 @@ class FakeMeasure:
             return prior_curve(sizes, "test: failed", attempts=3)
         rel = {b: QUIET.get(b, 1 + 0.3 * (b - 1)) for b in sizes}
         return CostCurveResult(rel, "measured", True, time.time(), 5, STATISTIC, (2, 2), None,
-                               {b: 0.01 for b in sizes}, 1, 128)
+                               dict.fromkeys(sizes, 0.01), 1, 128)
 
 
 def entry(llm):

@@ -12,12 +12,16 @@ import struct
 import threading
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import ngramspec
-from ngramspec.memory import (MEMORY_PRIORS, Memory, MemoryFileError, MemoryProposer, TokenizerFingerprint,
-                              TokenizerMismatchError, tokenizer_fingerprint)
+from ngramspec.memory import (
+    Memory,
+    MemoryFileError,
+    MemoryProposer,
+    TokenizerMismatchError,
+    tokenizer_fingerprint,
+)
 from ngramspec.proposer import Proposal, Proposer
 
 

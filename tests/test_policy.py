@@ -75,7 +75,7 @@ def test_calibrate_fits_a_robust_line():
 
 def test_calibrate_with_shape_keeps_a_bend_within_bounds():
     p = CostAwarePolicy(17)
-    bend = {b: 1.0 + 0.4 * (b - 1) for b in range(1, 8)} | {b: 3.5 for b in range(8, 18)}
+    bend = {b: 1.0 + 0.4 * (b - 1) for b in range(1, 8)} | dict.fromkeys(range(8, 18), 3.5)
     p.calibrate(bend, shape=True)
     costs = [p.relative_cost(b) for b in range(1, 18)]
     assert costs == sorted(costs) and costs[6] == 1.0 + 0.4 * 6
@@ -94,7 +94,7 @@ def test_a_few_real_timings_override_a_spoiled_calibration():
 def test_a_cheap_large_batch_is_used():
     p = CostAwarePolicy(17)
     p.acceptance = 0.95
-    flat_top = {b: 1.0 + 0.4 * (b - 1) for b in range(1, 8)} | {b: 3.5 for b in range(8, 18)}
+    flat_top = {b: 1.0 + 0.4 * (b - 1) for b in range(1, 8)} | dict.fromkeys(range(8, 18), 3.5)
     p.calibrate(flat_top, shape=True)
     assert choose(p, np.array([4] * 16, dtype=np.int32), np.ones(18, dtype=bool)) == 16
 

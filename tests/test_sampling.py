@@ -23,7 +23,7 @@ def test_position_uniform_is_fixed_by_seed_and_position():
     u = [position_uniform(7, pos) for pos in range(2000)]
     assert u == [position_uniform(7, pos) for pos in range(2000)]
     assert u != [position_uniform(8, pos) for pos in range(2000)]
-    assert 0 <= min(u) and max(u) < 1 and abs(np.mean(u) - 0.5) < 0.03
+    assert min(u) >= 0 and max(u) < 1 and abs(np.mean(u) - 0.5) < 0.03
 
 
 def test_general_q_keeps_the_target_distribution():
@@ -78,8 +78,8 @@ def test_target_distribution_semantics():
     assert ids[0] == 3  # token 4 was penalised below token 3
 
 
-@pytest.mark.parametrize("bad", [dict(temperature=0.0), dict(temperature=1.0, top_p=1.5),
-                                 dict(temperature=1.0, repeat_penalty=0.0)])
+@pytest.mark.parametrize("bad", [{"temperature": 0.0}, {"temperature": 1.0, "top_p": 1.5},
+                                 {"temperature": 1.0, "repeat_penalty": 0.0}])
 def test_bad_sampling_params(bad):
     with pytest.raises(ValueError):
         SamplingParams(**bad)

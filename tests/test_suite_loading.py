@@ -65,8 +65,8 @@ def test_vmhwm_reader_is_shared_by_probe_and_server():
 
 
 def test_rss_probe_runs_an_engine_method(smollm2_path):
-    from dataclasses import asdict
     import json
+    from dataclasses import asdict
 
     item = Item("tiny", "def add(a, b):\n    return", 4, ["\n"])
     job = json.dumps({"path": smollm2_path, "method": "ngramspec fast", "item": asdict(item), "n_ctx": 256,

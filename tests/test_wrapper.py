@@ -110,7 +110,7 @@ def test_chat_completion_end_to_end(llm, spec):
 
 
 def test_sampled_requests_are_speculative_and_seed_reproducible(llm, spec):
-    kw = dict(max_tokens=24, temperature=0.8, seed=42)
+    kw = {"max_tokens": 24, "temperature": 0.8, "seed": 42}
     llm.reset()
     a = spec.create_completion(PROMPTS["list"], **kw)
     llm.reset()

@@ -1,1 +1,3 @@
-from ngramspec.workloads import CODE, PROMPTS  # noqa: F401
+from ngramspec.workloads import CODE, PROMPTS
+
+__all__ = ["CODE", "PROMPTS"]

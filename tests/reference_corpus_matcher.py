@@ -44,7 +44,7 @@ class ReferenceCorpusMatcher:
                 best_len, best_end = length, e
         if best_len == 0:
             return [], 0
-        draft = []
+        draft: list[int] = []
         src = best_end + 1
         while len(draft) < n and c[src] != BOUNDARY:
             draft.append(c[src])

@@ -4,6 +4,7 @@ Pure functions: no model is loaded."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,7 @@ def test_the_quiet_curve_passes():
 
 
 def test_the_load_spoiled_curve_fails():
-    assert "r(1)" in validate_curve(LOADED)
+    assert "r(1)" in (validate_curve(LOADED) or "")
     renormalised = {b: r / LOADED[1] for b, r in LOADED.items()}    # even relative to its own B=1
     reason = validate_curve(renormalised)
     assert reason is not None and "non-decreasing" in reason
@@ -63,7 +64,7 @@ def test_tolerances_are_tolerances():
     assert validate_curve({1: 1.0, 2: 2.0 * (1 + UPPER_TOLERANCE) - 1e-9}) is None
     assert validate_curve({1: 1.0, 2: 2.0, 3: 2.0 * (1 - MONOTONE_TOLERANCE) + 1e-9}) is None
     assert validate_curve(QUIET, {2: SPREAD_TOLERANCE}) is None
-    assert "spread" in validate_curve(QUIET, {2: SPREAD_TOLERANCE + 0.01})
+    assert "spread" in (validate_curve(QUIET, {2: SPREAD_TOLERANCE + 0.01}) or "")
     assert validate_curve({1: 1.2, 2: 1.5}, r1_tolerance=0.25) is None
 
 
@@ -121,7 +122,8 @@ def test_a_failed_attempt_is_measured_again_and_a_pass_is_kept():
     assert len(calls) == 2 and calls[0][0] == (1, 2, 4, 8)
     assert curve.origin == "measured" and curve.passed and curve.attempts == 2
     assert curve.relative == {b: pytest.approx(r, rel=0.03) for b, r in QUIET.items()}
-    assert curve.statistic == STATISTIC and curve.repeats == 5 and curve.measured_at > 0
+    assert curve.statistic == STATISTIC and curve.repeats == 5
+    assert curve.measured_at is not None and curve.measured_at > 0
     assert "measured now" in curve.describe()
 
 
@@ -130,7 +132,7 @@ def test_a_curve_that_keeps_failing_gives_the_prior_after_a_bounded_number_of_tr
     fn, calls = scripted(*[spoiled] * 3)
     curve = measure_cost_curve(None, range(1, 10), repeats=5, attempts=3, time_rounds=fn)
     assert len(calls) == 3
-    assert curve.origin == "prior" and not curve.passed and "failed validation" in curve.reason
+    assert curve.origin == "prior" and not curve.passed and "failed validation" in (curve.reason or "")
     assert curve.relative == prior_curve(range(1, 10), "").relative
     assert curve.relative != {b: float(b) for b in range(1, 10)}      # never the clip r(B) = B
 
@@ -139,10 +141,12 @@ def test_stored_form_round_trips_and_bad_values_are_refused():
     curve = measure_cost_curve(None, [2, 4, 8], time_rounds=scripted(rounds_from(QUIET, 5, 0.01))[0])
     back = CostCurveResult.from_json(curve.to_json())
     assert back.origin == "cached" and back.relative == curve.relative and back.measured_at == curve.measured_at
-    for change in [{"passed": False}, {"passed": "yes"}, {"measured_at": math.inf}, {"measured_at": -1},
-                   {"measured_at": 4e12}, {"repeats": 1}, {"repeats": 5.0}, {"statistic": "mean"},
-                   {"relative": {"1": 1.0, "2": math.inf}}, {"relative": {"1": 1.0, "2": "x"}},
-                   {"relative": LOADED}, {"spread": {"2": 0.9}}, {"threads": [0, 2]}, {"threads": "2"}]:
+    changes: list[dict[str, Any]] = [
+        {"passed": False}, {"passed": "yes"}, {"measured_at": math.inf}, {"measured_at": -1},
+        {"measured_at": 4e12}, {"repeats": 1}, {"repeats": 5.0}, {"statistic": "mean"},
+        {"relative": {"1": 1.0, "2": math.inf}}, {"relative": {"1": 1.0, "2": "x"}},
+        {"relative": LOADED}, {"spread": {"2": 0.9}}, {"threads": [0, 2]}, {"threads": "2"}]
+    for change in changes:
         data = dict(curve.to_json(), **change)
         if "relative" in change and change["relative"] is LOADED:
             data["relative"] = {str(b): r for b, r in LOADED.items()}
@@ -173,7 +177,8 @@ def test_a_bare_reports_costs_are_its_timings_only_when_plausible():
     loaded = report_with_seconds({b: 0.01 * r for b, r in LOADED.items()}, 0.01)
     costs = loaded.relative_costs()
     assert costs == prior_curve(LOADED, "").relative          # the prior, not the clipped timings
-    assert loaded.one_shot_curve().origin == "prior"
+    one_shot = loaded.one_shot_curve()
+    assert one_shot is not None and one_shot.origin == "prior"
     assert InvarianceReport({1: BatchSizeResult(1, True, 0, 0.0)}).relative_costs() == {}   # no timings
 
 
@@ -187,8 +192,8 @@ def test_a_measurement_that_overruns_its_budget_gives_the_prior_at_once():
     spoiled = [{b: 0.01 * r for b, r in LOADED.items()} for _ in range(5)]
     fn, calls = scripted(*[spoiled] * 3)
     curve = measure_cost_curve(None, range(1, 10), attempts=3, budget_s=0.0, time_rounds=fn)
-    assert len(calls) == 1 and curve.origin == "prior" and "budget" in curve.reason
+    assert len(calls) == 1 and curve.origin == "prior" and "budget" in (curve.reason or "")
     short = rounds_from(QUIET, 2)              # the timing loop stopped after 2 of 5 rounds
     fn, calls = scripted(short)
     curve = measure_cost_curve(None, [2, 4, 8], repeats=5, time_rounds=fn)
-    assert len(calls) == 1 and curve.origin == "prior" and "budget" in curve.reason
+    assert len(calls) == 1 and curve.origin == "prior" and "budget" in (curve.reason or "")

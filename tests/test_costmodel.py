@@ -32,7 +32,8 @@ def run(policy, passes, *, predictable=True, timing=quiet, load=lambda i: 1.0, s
             return 8
         return 8 if run_length and i % (run_length + 1) == run_length else 7
 
-    sizes, out = [], []
+    sizes: list[int] = []
+    out: list[int] = []
     for i in range(passes):
         cand = list(sources)
         which, k = policy.choose_among([cand], ALL)

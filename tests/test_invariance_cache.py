@@ -59,7 +59,7 @@ class FakeMeasure:
     def __init__(self, passes: bool = True) -> None:
         self.calls = 0
         self.passes = passes
-        self.sizes = None
+        self.sizes: list[int] | None = None
 
     def __call__(self, llm, sizes):
         self.calls += 1
@@ -71,6 +71,12 @@ class FakeMeasure:
                                dict.fromkeys(sizes, 0.01), 1, 128)
 
 
+def curve_of(report: InvarianceReport) -> CostCurveResult:
+    """The report's cost curve (load_or_check always gives one)."""
+    assert report.cost_curve is not None
+    return report.cost_curve
+
+
 def entry(llm):
     return invariance_cache.cache_path(invariance_cache.fingerprint(llm))
 
@@ -80,13 +86,13 @@ def test_second_load_reads_the_file_and_agrees(llm, cache):
     measure = FakeMeasure()
     first = invariance_cache.load_or_check(llm, 5, check=check, measure=measure)
     assert check.calls == 1 and measure.calls == 1 and len(list(cache.glob("*.json"))) == 1
-    assert first.cost_curve.origin == "measured" and measure.sizes == [1, 2, 3, 4, 5]
+    assert curve_of(first).origin == "measured" and measure.sizes == [1, 2, 3, 4, 5]
     again = invariance_cache.load_or_check(llm, 5, check=check, measure=measure)
     assert check.calls == 1 and measure.calls == 1   # both from the file
     assert again.results == first.results
     assert again.single_token_seconds == first.single_token_seconds
-    assert again.cost_curve.origin == "cached" and again.cost_curve.relative == first.cost_curve.relative
-    assert again.relative_costs() == first.cost_curve.relative
+    assert curve_of(again).origin == "cached" and curve_of(again).relative == curve_of(first).relative
+    assert again.relative_costs() == curve_of(first).relative
     # A smaller request is covered; a larger one is measured and stored.
     small = invariance_cache.load_or_check(llm, 3, check=check, measure=measure)
     assert check.calls == 1 and measure.calls == 1 and sorted(small.relative_costs()) == [1, 2, 3]
@@ -195,7 +201,7 @@ def test_absurd_curve_values_are_measured_again(llm, cache, change):
     write(llm, data)
     measure = FakeMeasure()
     report = invariance_cache.load_or_check(llm, 9, check=FakeCheck(), measure=measure)
-    assert measure.calls == 1 and report.cost_curve.origin == "measured"
+    assert measure.calls == 1 and curve_of(report).origin == "measured"
     CostCurveResult.from_json(json.loads(entry(llm).read_text())["cost_curve"])   # rewritten, valid
 
 
@@ -211,7 +217,7 @@ def test_a_load_spoiled_curve_in_the_file_is_not_trusted(llm, cache):
     inject_loaded_curve(llm, cache)
     measure = FakeMeasure()
     report = invariance_cache.load_or_check(llm, 9, check=FakeCheck(), measure=measure)
-    assert measure.calls == 1 and report.cost_curve.origin == "measured"
+    assert measure.calls == 1 and curve_of(report).origin == "measured"
     assert report.relative_costs() != {b: float(b) for b in range(1, 10)}
     assert report.relative_costs() == {b: QUIET[b] for b in range(1, 10)}
     stored_now = json.loads(entry(llm).read_text())["cost_curve"]["relative"]
@@ -223,7 +229,7 @@ def test_when_measuring_again_fails_too_the_prior_is_used_and_nothing_is_stored(
     failing = FakeMeasure(passes=False)
     report = invariance_cache.load_or_check(llm, 9, check=FakeCheck(), measure=failing)
     assert failing.calls == 1
-    assert report.cost_curve.origin == "prior" and not report.cost_curve.passed
+    assert curve_of(report).origin == "prior" and not curve_of(report).passed
     assert report.relative_costs() == prior_curve(range(1, 10), "").relative
     assert all(report.relative_costs()[b] < b for b in range(2, 10))      # never r(B) = B
     assert "cost_curve" not in json.loads(entry(llm).read_text())         # the spoiled curve is gone, none written
@@ -233,7 +239,7 @@ def test_when_measuring_again_fails_too_the_prior_is_used_and_nothing_is_stored(
     # ... and the next process measures again.
     invariance_cache._process_priors.clear()
     ok = FakeMeasure()
-    assert invariance_cache.load_or_check(llm, 9, check=FakeCheck(), measure=ok).cost_curve.origin == "measured"
+    assert curve_of(invariance_cache.load_or_check(llm, 9, check=FakeCheck(), measure=ok)).origin == "measured"
     assert ok.calls == 1 and "cost_curve" in json.loads(entry(llm).read_text())
 
 
@@ -241,7 +247,7 @@ def test_a_load_spoiled_curve_is_replaced_by_a_real_measurement(llm, cache):
     inject_loaded_curve(llm, cache)
     llm.reset()
     report = invariance_cache.load_or_check(llm, 4, check=FakeCheck())   # the real interleaved measurement
-    curve = report.cost_curve
+    curve = curve_of(report)
     assert curve.origin in ("measured", "prior")
     assert curve.relative[1] == 1.0 and sorted(curve.relative) == [1, 2, 3, 4]
     assert curve.relative != {b: float(b) for b in range(1, 5)}
@@ -263,7 +269,7 @@ def test_recalibrate_replaces_the_stored_curve(llm, cache):
     check = FakeCheck()
     measure = FakeMeasure()
     report = invariance_cache.recalibrate(llm, 9, check=check, measure=measure)
-    assert measure.calls == 1 and check.calls == 0 and report.cost_curve.origin == "measured"
+    assert measure.calls == 1 and check.calls == 0 and curve_of(report).origin == "measured"
     assert json.loads(entry(llm).read_text())["cost_curve"]["measured_at"] > before
     invariance_cache.recalibrate(llm, 9, recheck=True, check=check, measure=measure)
     assert check.calls == 1 and measure.calls == 2
@@ -272,7 +278,7 @@ def test_recalibrate_replaces_the_stored_curve(llm, cache):
 def test_recalibrate_that_fails_drops_the_stored_curve(llm, cache):
     stored(llm, cache)
     report = invariance_cache.recalibrate(llm, 9, check=FakeCheck(), measure=FakeMeasure(passes=False))
-    assert report.cost_curve.origin == "prior"
+    assert curve_of(report).origin == "prior"
     assert "cost_curve" not in json.loads(entry(llm).read_text())
 
 
@@ -286,7 +292,8 @@ def test_engine_uses_the_cache_unless_told_not_to(smollm2_path, cache, monkeypat
         eng = SpeculativeEngine(model, max_draft=4)
         gen = eng.generate(PROMPTS["repetitive"], max_tokens=24)
         assert len(list(cache.glob("*.json"))) == 1
-        assert eng.invariance.cost_curve is not None and eng.invariance.cost_curve.origin in ("measured", "prior")
+        assert eng.invariance is not None and eng.invariance.cost_curve is not None
+        assert eng.invariance.cost_curve.origin in ("measured", "prior")
         assert gen.tokens == plain_tokens(model, PROMPTS["repetitive"], 24)
         # A new engine starts from the file: same report, no check.
         def no_check(*args, **kwargs):
@@ -295,6 +302,6 @@ def test_engine_uses_the_cache_unless_told_not_to(smollm2_path, cache, monkeypat
         monkeypatch.setattr(invariance_cache, "check_batch_invariance", no_check)
         eng2 = SpeculativeEngine(model, max_draft=4)
         eng2.generate(PROMPTS["repetitive"], max_tokens=4)
-        assert eng2.invariance.results == eng.invariance.results
+        assert eng2.invariance is not None and eng2.invariance.results == eng.invariance.results
     finally:
         model.close()

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -144,7 +146,8 @@ def test_directory_where_the_marker_should_be_still_serves_a_valid_model(fake_mo
 
 def _refuse_writes_under(monkeypatch, folder: Path) -> None:
     """Make ``folder`` behave as read-only for fetch, even when the tests run as root."""
-    real_write_text, real_tmpdir = Path.write_text, models.tempfile.TemporaryDirectory
+    real_write_text = Path.write_text
+    real_tmpdir: Callable[..., Any] = tempfile.TemporaryDirectory  # the module models uses
 
     def write_text(self, *a, **k):
         if folder in self.parents:
@@ -157,7 +160,7 @@ def _refuse_writes_under(monkeypatch, folder: Path) -> None:
         return real_tmpdir(*a, dir=dir, **k)
 
     monkeypatch.setattr(Path, "write_text", write_text)
-    monkeypatch.setattr(models.tempfile, "TemporaryDirectory", tmpdir)
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", tmpdir)
 
 
 def test_read_only_cache_with_a_valid_model_is_used(fake_model, monkeypatch):

@@ -132,6 +132,7 @@ def brute_cost_at(draftable, at, allowed):
 def test_limits_priced_two_ways_cannot_be_combined():
     by_pass = oracle.model_free_limit([1], [1, 1, 1], LINEAR, ALL)
     by_position = oracle.model_free_limit([1], [1, 1, 1], LINEAR, ALL, cost_at=lambda i, b: LINEAR[b - 1])
+    assert by_position.plain_cost is not None
     assert oracle.combine([by_position, by_position]).plain_cost == pytest.approx(2 * by_position.plain_cost)
     with pytest.raises(ValueError, match="cannot combine"):
         oracle.combine([by_pass, by_position])

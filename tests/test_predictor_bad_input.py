@@ -102,9 +102,9 @@ def test_constructor_rejects(kwargs, match):
 
 def test_constructor_rejects_positional_and_float_arguments():
     with pytest.raises(TypeError):
-        NGramPredictor(2, 4, 512)  # keyword-only, so a swapped order cannot slip through
+        NGramPredictor(2, 4, 512)  # type: ignore[call-arg]  # keyword-only, so a swapped order cannot slip through
     with pytest.raises(TypeError):
-        NGramPredictor(window=51.2)
+        NGramPredictor(window=51.2)  # type: ignore[arg-type]  # deliberately wrong
 
 
 def test_window_equal_to_max_order_is_allowed():

@@ -151,9 +151,11 @@ def test_context_rounded_up_by_llama_cpp_is_used_as_plain_does(smollm2_path, inv
         for n in (8, None):
             small.reset()
             ref = small.create_completion(prompt, max_tokens=n, temperature=0)
+            assert isinstance(ref, dict)  # not streamed
+            ref_usage: dict[str, object] = dict(ref["usage"])
             small.reset()
             out = w.create_completion(prompt, max_tokens=n, temperature=0)
-            assert out["usage"] == {k: ref["usage"][k] for k in out["usage"]}
+            assert out["usage"] == {k: ref_usage[k] for k in out["usage"]}
             assert out["choices"][0]["text"] == ref["choices"][0]["text"]
     finally:
         small.close()

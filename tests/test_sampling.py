@@ -121,7 +121,8 @@ def test_real_model_distribution_matches_llama_cpp_python_sampling(llm, invarian
     prompt = "Fruits: apples, bananas, cherries, apples, bananas, cherries, apples,"
     n = 2000
     eager = SpeculativeEngine(llm, invariance=invariance, adaptive=False)
-    ours, theirs = Counter(), Counter()
+    ours: Counter[tuple[int, ...]] = Counter()
+    theirs: Counter[str] = Counter()
     drafted = 0
     llm.reset()
     for seed in range(n):
@@ -132,7 +133,7 @@ def test_real_model_distribution_matches_llama_cpp_python_sampling(llm, invarian
         out = llm.create_completion(prompt, max_tokens=2, temperature=1.0, seed=10_000 + seed, logprobs=None)
         theirs[out["choices"][0]["text"]] += 1
     # compare by text, which both sides give
-    ours_text = Counter()
+    ours_text: Counter[str] = Counter()
     for toks, c in ours.items():
         ours_text[llm.detokenize(list(toks)).decode("utf-8", errors="ignore")] += c
     cats = set(ours_text) | {k for k in theirs if isinstance(k, str)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,7 @@ def test_one_engine_table_for_suite_and_rss_probe(llm):
 def test_vmhwm_reader_is_shared_by_probe_and_server():
     assert rss.vmhwm_mib() == pytest.approx(rss.peak_mib())
     assert rss.peak_mib() > 1
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    child: subprocess.Popen[Any] = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         from ngramspec.suite.server import LlamaServer
 

@@ -58,6 +58,7 @@ def test_max_tokens_none_or_zero_fills_the_context(smollm2_path, invariance):
         for mt in (None, 0, -1):
             small.reset()
             ref = small.create_completion(PROMPTS["repetitive"], max_tokens=mt, temperature=0.0)
+            assert isinstance(ref, dict)  # not streamed
             small.reset()
             out = s.create_completion(PROMPTS["repetitive"], max_tokens=mt, temperature=0.0)
             assert out["usage"]["total_tokens"] == ref["usage"]["total_tokens"] == small.n_ctx()
@@ -192,6 +193,7 @@ def test_ngram_draft_model_interface(smollm2_path):
     model = llama_cpp.Llama(smollm2_path, n_ctx=512, seed=0, verbose=False, draft_model=NGramDraftModel())
     try:
         out = model.create_completion(PROMPTS["list"], max_tokens=24, temperature=0.0)
+        assert isinstance(out, dict)  # not streamed
         assert out["usage"]["completion_tokens"] > 0
     finally:
         model.close()
@@ -231,7 +233,9 @@ def test_exact_can_be_chosen_per_call(llm, spec, invariance):
 
 @pytest.mark.parametrize("call", ["create_completion", "create_chat_completion", "generate"])
 def test_exact_must_be_a_bool(spec, call):
-    arg = [{"role": "user", "content": "hi"}] if call == "create_chat_completion" else "hi"
+    arg: str | list[int] | list[dict[str, str]] = "hi"
+    if call == "create_chat_completion":
+        arg = [{"role": "user", "content": "hi"}]
     if call == "generate":
         arg = [1, 2, 3]
     with pytest.raises(TypeError, match="exact must be True, False or None"):

@@ -33,11 +33,13 @@ Writes bench/results/memory-<model>.json and .md (machine, commit, command, load
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib.resources
 import inspect
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -46,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ngramspec import Memory, check_batch_invariance, wrap
+from ngramspec import Memory, invariance_cache, wrap
 from ngramspec.models import load_llama
 from ngramspec.suite import sources
 from ngramspec.suite.runner import FirstTokenClock
@@ -303,34 +305,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sequences", default="extraction,edits,chat,unrelated")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
+    if hasattr(signal, "SIGUSR1"):   # kill -USR1 <pid> prints where a slow run is
+        faulthandler.register(signal.SIGUSR1)
     meta = {"model": args.model, "machine": _machine(), "threads": args.threads, "n_ctx": args.n_ctx,
             "commit": _commit(), "command": "python bench/memory_sequences.py " + " ".join(sys.argv[1:]),
             "python": platform.python_version(), "uptime_start": _uptime(), "quick": args.quick}
     print(f"load at start: {meta['uptime_start']}", file=sys.stderr)
     llm = load_llama(args.model, n_ctx=args.n_ctx, seed=0, n_threads=args.threads)
     chat = sources.chat_formatter(llm)
-    invariance = check_batch_invariance(llm, max_batch=9)
+    invariance = invariance_cache.load_or_check(llm, 9)   # cached on disk per model and build
+    print(f"invariance checked; exact sizes up to {invariance.max_invariant_batch}", file=sys.stderr, flush=True)
     q = args.quick
     build = {
-        "extraction": lambda: extraction(chat, 3 if q else 6, 3 if q else 4, 64 if q else 160),
-        "edits": lambda: edits(chat, 2 if q else 4, 64 if q else 256),
-        "chat": lambda: chat_turns(4 if q else 6, 48 if q else 160),
-        "unrelated": lambda: unrelated(chat, 32 if q else 96),
+        "extraction": lambda: extraction(chat, 3 if q else 5, 3 if q else 4, 48 if q else 128),
+        "edits": lambda: edits(chat, 2 if q else 3, 48 if q else 192),
+        "chat": lambda: chat_turns(4 if q else 5, 32 if q else 128),
+        "unrelated": lambda: unrelated(chat, 24 if q else 64),
     }
     names = [s.strip() for s in args.sequences.split(",") if s.strip()]
     rows: list[dict] = []
-    for r in range(args.rounds):
-        for name in names:
-            rows += run_sequence(build[name](), llm, chat, invariance, args.n_ctx, rotate=r, progress=True)
-    meta["uptime_end"] = _uptime()
-    summary = summarise(rows)
-    md = markdown(args.model, summary, meta)
-    print(md)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"memory-{Path(args.model).stem}" + ("-quick" if q else "")
-    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "summary": summary, "runs": rows}, indent=1))
-    (out / f"{stem}.md").write_text(md)
+    for r in range(args.rounds):
+        for name in names:
+            rows += run_sequence(build[name](), llm, chat, invariance, args.n_ctx, rotate=r, progress=True)
+            meta["uptime_end"] = _uptime()   # written after every sequence: a cut-off run keeps what it measured
+            summary = summarise(rows)
+            md = markdown(args.model, summary, meta)
+            (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "summary": summary, "runs": rows},
+                                                         indent=1))
+            (out / f"{stem}.md").write_text(md)
+    print(md)
     print(f"written {out / stem}.json and .md", file=sys.stderr)
     return 0 if all(s["identical"] for s in summary.values()) else 1
 

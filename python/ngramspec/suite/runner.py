@@ -168,7 +168,7 @@ class Suite:
     def __init__(self, model: str, *, quick: bool, n_ctx: int = 4096, threads: int | None = None,
                  methods: tuple[str, ...] = METHODS, progress: bool = True, server: str | None = None,
                  server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
-                 trace: bool = False) -> None:
+                 trace: bool = False, cost: Any = None) -> None:
         from ..costcurve import measure_verify_cost
         from ..invariance import check_batch_invariance
 
@@ -182,7 +182,9 @@ class Suite:
         self.threads = self.llm.context_params.n_threads
         self.workloads: list[Workload] = sources.build(self.llm, quick, workloads)
         self.invariance = check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
-        self.cost = measure_verify_cost(self.llm, MEASURED_MAX_BATCH, reps=3 if quick else 7, progress=progress)
+        # cost: a CostCurve to use instead of measuring one (a machine too busy to time)
+        self.cost = cost if cost is not None else measure_verify_cost(self.llm, MEASURED_MAX_BATCH,
+                                                                      reps=3 if quick else 7, progress=progress)
         # The draft-model methods share one draft Llama (target's n_ctx and threads),
         # loaded only when one of them runs; reset before each of their runs.
         self.draft_llm: Any = None

@@ -1,7 +1,17 @@
 """ngramspec: model-free n-gram speculative decoding for llama-cpp-python."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._core import NGramPredictor, SuffixMatcher
+
+if TYPE_CHECKING:  # the lazy exports, as type checkers should see them
+    from .draft_model import NGramDraftModel
+    from .engine import Generation, SpeculativeEngine
+    from .invariance import InvarianceReport, check_batch_invariance
+    from .memory import Memory, MemoryFileError, TokenizerMismatchError
+    from .stats import GenerationStats
+    from .wrapper import SpeculativeLlama, wrap
 
 __version__ = "0.1.0"
 

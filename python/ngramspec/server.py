@@ -88,8 +88,7 @@ class ServeOptions:
     max_draft: Optional[int] = None    # SpeculativeEngine's max_draft (None: its default)
     max_queue: int = DEFAULT_MAX_QUEUE  # completion requests running or waiting; the next gets 503
     warmup: bool = True                # one tiny generation before listening (the engine's first-use work)
-    # memory: Optional[str] = None     # `--memory FILE` (a later issue): the persistent n-gram memory
-    #                                  # to load at start and save at exit; applied in _wrap() below.
+    memory: Optional[str] = None       # `--memory FILE`: loaded at start if it exists, saved at exit
 
     def engine_options(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"exact": self.exact}
@@ -554,11 +553,20 @@ def create_app(server_settings: Any, model_settings: Any, options: Optional[Serv
 
 
 def _wrap(llm: Any, options: ServeOptions) -> Any:
-    # `--memory FILE` (a later issue) goes here: load the memory into the wrapper
-    # before the first request, and save it when the server stops.
     wrapper = wrap(llm, **options.engine_options())
     if options.warmup:
-        _warm_up(wrapper)
+        _warm_up(wrapper)   # before the memory is attached: its "Hello" is nobody's text
+    if options.memory is not None:
+        # One memory for every request of this server: sharing across its users is
+        # what `--memory` asks for (README, Memory). Saved atomically at exit.
+        import atexit
+
+        from .memory import Memory
+
+        path = options.memory
+        mem = Memory.load(path) if os.path.exists(path) else Memory()
+        wrapper = wrap(llm, memory=mem, **options.engine_options())
+        atexit.register(mem.save, path)
     return wrapper
 
 
@@ -599,7 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="before listening, generate one token, so the engine's first-use measurements "
                            "(batch invariance, cost curve; cached on disk) are not paid by the first request "
                            "(default: true)")
-    # `--memory FILE` (a later issue) belongs in this group; see ServeOptions.memory.
+    ours.add_argument("--memory", dest="memory", default=None, metavar="FILE",
+                      help="a Memory of earlier requests shared by every request of this server: loaded from FILE "
+                           "if it exists, saved there at exit (README, Memory)")
     return parser
 
 
@@ -635,8 +645,20 @@ def settings_from_args(args: argparse.Namespace) -> Tuple[Any, Any, ServeOptions
         if callable(errors):
             raise UserError("; ".join(f"--{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in errors())) from None
         raise UserError(str(e)) from None
+    if args.memory is not None:
+        if os.path.isdir(args.memory):
+            raise UserError(f"--memory {args.memory!r} is a directory; give a file")
+        if os.path.exists(args.memory):
+            from .memory import Memory
+
+            try:
+                Memory.load(args.memory)
+            except ValueError as e:
+                raise UserError(f"--memory: {e}") from None
+        elif not os.path.isdir(os.path.dirname(os.path.abspath(args.memory))):
+            raise UserError(f"--memory {args.memory!r}: its directory does not exist")
     options = ServeOptions(exact=args.exact, max_draft=args.max_draft, max_queue=args.max_queue,
-                           warmup=args.warmup)
+                           warmup=args.warmup, memory=args.memory)
     return server_settings, model_settings, options, [given]
 
 

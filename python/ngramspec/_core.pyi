@@ -1,4 +1,5 @@
-from typing import Sequence, SupportsIndex
+from collections.abc import Sequence
+from typing import SupportsIndex
 
 import numpy as np
 import numpy.typing as npt

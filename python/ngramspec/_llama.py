@@ -106,9 +106,9 @@ class Batch:
             self.batch = None
 
     def __del__(self) -> None:
-        try:
+        try:  # noqa: SIM105 - not contextlib.suppress: at interpreter shutdown the module may be gone
             self.close()
-        except Exception:  # noqa: SIM105 - interpreter shutdown: the module may be gone
+        except Exception:
             pass
 
 

@@ -52,6 +52,7 @@ text) until the next ``proposer_for``.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -60,9 +61,10 @@ import tempfile
 import threading
 import weakref
 from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Optional, Sequence, Union
+from typing import Any, ClassVar, Union
 
 import numpy as np
 
@@ -119,25 +121,25 @@ class TokenizerFingerprint:
     sha256: str
     name: str = "unknown"
 
-    def same_tokenizer(self, other: "TokenizerFingerprint") -> bool:
+    def same_tokenizer(self, other: TokenizerFingerprint) -> bool:
         return self.n_vocab == other.n_vocab and self.sha256 == other.sha256
 
     def describe(self) -> str:
         return f"'{self.name}' ({self.n_vocab} tokens, sha256 {self.sha256[:12]})"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"n_vocab": self.n_vocab, "sha256": self.sha256, "name": self.name}
 
     @staticmethod
-    def from_json(obj: Any) -> "TokenizerFingerprint":
+    def from_json(obj: Any) -> TokenizerFingerprint:
         return TokenizerFingerprint(int(obj["n_vocab"]), str(obj["sha256"]), str(obj.get("name", "unknown")))
 
 
-_fingerprints: "weakref.WeakKeyDictionary[Any, TokenizerFingerprint]" = weakref.WeakKeyDictionary()
+_fingerprints: weakref.WeakKeyDictionary[Any, TokenizerFingerprint] = weakref.WeakKeyDictionary()
 _fingerprints_lock = threading.Lock()
 
 
-def _token_texts(llm: Any):
+def _token_texts(llm: Any) -> Iterator[bytes]:
     """Each token's text as bytes. llama.cpp's own token text (the vocabulary entry)
     where available, else the detokenized bytes (duck-typed models, tests)."""
     n = int(llm.n_vocab())
@@ -182,11 +184,8 @@ def tokenizer_fingerprint(llm: Any) -> TokenizerFingerprint:
         h.update(text)
         n += 1
     fp = TokenizerFingerprint(n, h.hexdigest(), _tokenizer_name(llm))
-    with _fingerprints_lock:
-        try:
-            _fingerprints[llm] = fp
-        except TypeError:
-            pass
+    with _fingerprints_lock, contextlib.suppress(TypeError):
+        _fingerprints[llm] = fp
     return fp
 
 
@@ -203,7 +202,7 @@ class PrimeReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
 
 
-def _read_text_file(path: Path, max_bytes: int) -> tuple[Optional[str], str]:
+def _read_text_file(path: Path, max_bytes: int) -> tuple[str | None, str]:
     """(text, "") for a UTF-8 text file of at most max_bytes, else (None, why)."""
     try:
         size = path.stat().st_size
@@ -258,8 +257,10 @@ class Memory:
         self.prompt_tail = prompt_tail
         self.max_file_bytes = max_file_bytes
         self._lock = threading.RLock()
-        self._fingerprint: Optional[TokenizerFingerprint] = None
-        self._model: Optional[weakref.ReferenceType] = None  # the latest bound model, for tokenizing
+        self._fingerprint: TokenizerFingerprint | None = None
+        # The latest bound model, for tokenizing: a weak reference, or a closure for a model
+        # that is not weak-referenceable.
+        self._model: Callable[[], Any] | None = None
         self._pending: deque[str] = deque()  # text primed before it could be tokenized
         self._pending_chars = 0
 
@@ -273,7 +274,7 @@ class Memory:
         return self._corpus.max_match
 
     @property
-    def fingerprint(self) -> Optional[TokenizerFingerprint]:
+    def fingerprint(self) -> TokenizerFingerprint | None:
         """The tokenizer of the stored tokens; None until first bound."""
         return self._fingerprint
 
@@ -317,13 +318,13 @@ class Memory:
             try:
                 self._model = weakref.ref(llm)
             except TypeError:
-                self._model = lambda: llm  # type: ignore[assignment]  # not weak-referenceable: keep it
+                self._model = lambda: llm  # not weak-referenceable: keep it
             pending, self._pending, self._pending_chars = list(self._pending), deque(), 0
         for text in pending:
             self._add_document(self._tokenize(llm, text))
         return fp
 
-    def proposer_for(self, llm: Any) -> "MemoryProposer":
+    def proposer_for(self, llm: Any) -> MemoryProposer:
         """A proposer drafting from this memory for generations on ``llm``: binds
         the memory to its tokenizer first (``bind``). One proposer per engine or
         wrapper; any number may share the memory."""
@@ -368,8 +369,8 @@ class Memory:
         report.tokens += self._add_document(self._tokenize(llm, text))
         report.documents += 1
 
-    def prime(self, text: Optional[Union[str, Sequence[str]]] = None, *,
-              path: Optional[Union[PathLike, Sequence[PathLike]]] = None) -> PrimeReport:
+    def prime(self, text: str | Sequence[str] | None = None, *,
+              path: PathLike | Sequence[PathLike] | None = None) -> PrimeReport:
         """Stores text the next requests are likely to repeat: ``text`` (a string
         or a list of strings) and ``path`` (a file, or a folder read recursively;
         or a list of them). Each string and file is one document.
@@ -449,10 +450,8 @@ class Memory:
                 os.fsync(f.fileno())
             os.replace(tmp, path)
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
             raise
         try:  # make the rename itself durable (not possible on every platform)
             dir_fd = os.open(folder, os.O_RDONLY)
@@ -466,7 +465,7 @@ class Memory:
             os.close(dir_fd)
 
     @classmethod
-    def load(cls, path: PathLike, *, max_tokens: Optional[int] = None) -> "Memory":
+    def load(cls, path: PathLike, *, max_tokens: int | None = None) -> Memory:
         """Reads a file written by ``save``. ``MemoryFileError`` when it is not a
         memory file, is corrupt or truncated (checksum), or has a newer format.
         ``max_tokens`` overrides the saved budget (a smaller one keeps the newest).

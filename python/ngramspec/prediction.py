@@ -19,8 +19,9 @@ the prediction only changes how many tokens each forward pass yields.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from difflib import SequenceMatcher
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 

@@ -74,7 +74,8 @@ def test_memory_of_another_tokenizer_is_one_line(tmp_path: Path, smollm2_path):
     p = run("generate", PROMPT, "--max-tokens", "4", "--memory", str(f))
     assert p.returncode == 2
     assert "fake-bytes" in p.stderr and "tokenizer" in p.stderr and "Traceback" not in p.stderr
-    assert Memory.load(f).fingerprint.name == "fake-bytes"   # not overwritten
+    fp = Memory.load(f).fingerprint
+    assert fp is not None and fp.name == "fake-bytes"   # not overwritten
 
 
 @pytest.mark.parametrize("make, flag, needle", [

@@ -7,6 +7,8 @@ sampling with the draft's real q follow the target's own distribution (chi-squar
 with drafts verified and rejected along the way."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -102,7 +104,7 @@ def test_sampled_with_a_real_q_keeps_the_target_distribution(target, draft, inva
     draft (the first comes from the prefill logits). Its distribution over many
     seeds must be the target's: sum over t1 of p(t1) p(t2 | t1). The draft samples
     at another temperature, so q != p and rejections (residual draws) happen."""
-    params = dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)
+    params: dict[str, Any] = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
     prompt = "Once upon a time, there was a"
     tokens = target.tokenize(prompt.encode(), add_bos=True)
     # The exact distribution of the second token, from one-token decodes.

@@ -5,6 +5,8 @@ Every reference is plain llama-cpp-python greedy decoding from a cold cache
 model itself would generate after the same text."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -12,11 +14,20 @@ llama_cpp = pytest.importorskip("llama_cpp")
 
 from ngramspec import _llama, models  # noqa: E402
 from ngramspec.model_proposer import (  # noqa: E402
-    DRAFT_STREAM, DraftModelProposer, check_compatible, load_draft_model, memory_report,
+    DRAFT_STREAM,
+    DraftModelProposer,
+    check_compatible,
+    load_draft_model,
+    memory_report,
 )
 from ngramspec.proposer import Proposer  # noqa: E402
 from ngramspec.sampling import (  # noqa: E402
-    SamplingParams, position_uniform, sample, target_distribution, verify_draft, verify_token,
+    SamplingParams,
+    position_uniform,
+    sample,
+    target_distribution,
+    verify_draft,
+    verify_token,
 )
 
 N_CTX = 512
@@ -178,7 +189,7 @@ def test_propose_twice_without_accept(proposer, target):
     assert a == b and c == a[:2]
 
 
-def test_prefix_reuse_and_lazy_prefill(draft, target, ref):
+def test_prefix_reuse_and_lazy_prefill(draft, target, ref, monkeypatch):
     draft.reset()
     prompt = tok(target, PROMPTS[0])
     lazy = DraftModelProposer(draft, target, lazy_prefill=True)
@@ -190,7 +201,12 @@ def test_prefix_reuse_and_lazy_prefill(draft, target, ref):
     eager = DraftModelProposer(draft, target)
     decoded = []
     real_decode = eager._decode
-    eager._decode = lambda tokens: (decoded.append(len(tokens)), real_decode(tokens))[1]
+
+    def counting_decode(tokens):
+        decoded.append(len(tokens))
+        return real_decode(tokens)
+
+    monkeypatch.setattr(eager, "_decode", counting_decode)
     eager.begin(prompt)
     assert decoded == [] and draft.input_ids[: len(prompt)].tolist() == prompt
     assert eager.propose(5).tokens.tolist() == want
@@ -243,7 +259,7 @@ def test_sampled_proposal_keeps_q(proposer, ref, target):
     got = proposer.propose(4)
     assert len(got) == 4 and len(got.draft_probs) == 4
     text = list(prompt)
-    for i, (t, (ids, probs)) in enumerate(zip(got.tokens.tolist(), got.draft_probs)):
+    for t, (ids, probs) in zip(got.tokens.tolist(), got.draft_probs):
         want_ids, want_probs = target_distribution(fresh_logits(ref, text), params, text[len(prompt):])
         assert ids.tolist() == want_ids.tolist()
         np.testing.assert_allclose(probs, want_probs, rtol=1e-12)
@@ -277,7 +293,7 @@ def _dense(ids, probs, n):
     return out
 
 
-def _random_sparse(rng, n, size):
+def _random_sparse(rng, n, size) -> tuple[np.ndarray, np.ndarray]:
     ids = np.sort(rng.choice(n, size=size, replace=False))
     probs = rng.dirichlet(np.ones(size))
     return ids, probs
@@ -286,7 +302,7 @@ def _random_sparse(rng, n, size):
 def test_verify_token_matches_verify_draft():
     rng = np.random.default_rng(0)
     n = 12
-    for trial in range(300):
+    for _trial in range(300):
         p = _random_sparse(rng, n, int(rng.integers(1, n + 1)))
         q = _random_sparse(rng, n, int(rng.integers(1, n + 1)))
         d = int(rng.choice(q[0], p=q[1]))
@@ -428,12 +444,13 @@ def test_expected_seconds(draft, target, ref):
     prompt = tok(target, PROMPTS[0])
     prop.begin(prompt)
     first = prop.propose(4).tokens.tolist()  # the lazy prefill is timed apart
-    assert prop.catchup_seconds > 0 and prop.batch_token_seconds > 0
-    four = prop.expected_seconds(4)
-    assert four > 0 and prop.expected_seconds(0) == 0.0
-    assert prop.expected_seconds(8) > four
+    assert prop.catchup_seconds > 0 and prop.batch_token_seconds is not None and prop.batch_token_seconds > 0
+    four, eight = prop.expected_seconds(4), prop.expected_seconds(8)
+    assert four is not None and four > 0 and prop.expected_seconds(0) == 0.0
+    assert eight is not None and eight > four
     prop.accept(first + plain_greedy(ref, prompt + first, 20))  # 21 tokens to catch up
     one, per = prop.decode_seconds, prop.batch_token_seconds
+    assert one is not None and per is not None
     assert prop.expected_seconds(4) == pytest.approx(max(one, 21 * per) + 3 * one)
 
 
@@ -458,7 +475,7 @@ def test_load_draft_model(smollm2_path, target):
     with pytest.raises(ValueError, match="neither a file nor a known model name"):
         load_draft_model("no-such-model", target)
     with pytest.raises(TypeError):
-        load_draft_model(3, target)
+        load_draft_model(3, target)  # type: ignore[arg-type]  # the wrong type is the point
 
 
 # -- CostlyGate: when the draft model is worth calling ------------------------------------
@@ -469,6 +486,8 @@ class _FakeCost:
 
 
 class _FakePolicy:
+    _best: Callable[..., tuple[int, float]]  # set by one test: the policy's scorer
+
     def __init__(self, acceptance, single=float("nan")):
         self._acceptance_list = list(acceptance)
         self.cost = _FakeCost(single)
@@ -569,6 +588,6 @@ def test_as_draft_proposer(draft, target, smollm2_path):
     assert loaded.draft is not target and loaded.draft.n_ctx() >= target.n_ctx()
     loaded.draft.close()
     prop.set_sampling(SamplingParams(seed=1))
-    assert prop.sampling.seed == 1
+    assert prop.sampling is not None and prop.sampling.seed == 1
     with pytest.raises(TypeError):
-        prop.set_sampling({"temperature": 1})
+        prop.set_sampling({"temperature": 1})  # type: ignore[arg-type]  # the wrong type is the point

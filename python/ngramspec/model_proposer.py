@@ -51,8 +51,10 @@ is measured.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
-from typing import Any, ClassVar, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -132,7 +134,8 @@ def check_compatible(draft_llm: Any, target_llm: Any, *, check_tokenizer: bool =
                          f"create the draft Llama with n_ctx >= {c_target}")
 
 
-_BYTES_PER_KV_ELEMENT = {0: 4.0, 1: 2.0, 30: 2.0, 8: 34 / 32, 2: 20 / 32, 3: 24 / 32}  # f32, f16, bf16, q8_0, q4_0, q4_1
+# f32, f16, bf16, q8_0, q4_0, q4_1
+_BYTES_PER_KV_ELEMENT = {0: 4.0, 1: 2.0, 30: 2.0, 8: 34 / 32, 2: 20 / 32, 3: 24 / 32}
 
 
 def _kv_bytes(llm: Any) -> int:
@@ -162,12 +165,10 @@ def memory_report(draft_llm: Any, target_llm: Any) -> dict[str, int]:
     return out
 
 
-def load_draft_model(model: str, target_llm: Any, **llama_kwargs: Any) -> Any:
+def load_draft_model(model: str | os.PathLike[str], target_llm: Any, **llama_kwargs: Any) -> Any:
     """A ``llama_cpp.Llama`` for a draft model (a GGUF path or a name from
     ``ngramspec.models``) whose context covers ``target_llm``'s, with the target's
     n_batch, n_ubatch and thread counts unless ``llama_kwargs`` say otherwise."""
-    import os
-
     llama_cpp = _llama.llama_cpp_module()
     from . import models
 
@@ -181,8 +182,10 @@ def load_draft_model(model: str, target_llm: Any, **llama_kwargs: Any) -> Any:
                          f"({', '.join(sorted(models.MODELS))})")
     _llama.context_of(target_llm)
     params = target_llm.context_params
-    kwargs = dict(n_ctx=max(int(target_llm.n_ctx()), _llama.usable_n_ctx(target_llm)), n_batch=target_llm.n_batch, n_ubatch=params.n_ubatch,
-                  n_threads=params.n_threads, n_threads_batch=params.n_threads_batch, verbose=False)
+    kwargs: dict[str, Any] = {
+        "n_ctx": max(int(target_llm.n_ctx()), _llama.usable_n_ctx(target_llm)), "n_batch": target_llm.n_batch,
+        "n_ubatch": params.n_ubatch, "n_threads": params.n_threads, "n_threads_batch": params.n_threads_batch,
+        "verbose": False}
     kwargs.update(llama_kwargs)
     return llama_cpp.Llama(path, **kwargs)
 
@@ -213,8 +216,8 @@ class DraftModelProposer:
     # The Drafter prices a costly proposer (``expected_seconds``) before calling it.
     costly: ClassVar[bool] = True
 
-    def __init__(self, draft_llm: Any, target_llm: Any, *, sampling: Optional[SamplingParams] = None,
-                 sample_draft: bool = True, draft_temperature: Optional[float] = None,
+    def __init__(self, draft_llm: Any, target_llm: Any, *, sampling: SamplingParams | None = None,
+                 sample_draft: bool = True, draft_temperature: float | None = None,
                  n_buckets: int = N_DRAFT_BUCKETS, prior: float = DEFAULT_DRAFT_PRIOR,
                  lazy_prefill: bool = False, check_tokenizer: bool = True) -> None:
         check_compatible(draft_llm, target_llm, check_tokenizer=check_tokenizer)
@@ -242,15 +245,15 @@ class DraftModelProposer:
         self._vocab = draft_llm._model.vocab
         self._is_eog: dict[int, bool] = {}
         self._batch = _llama.Batch(max(1, min(draft_llm.n_batch, draft_llm.context_params.n_ubatch)))
-        self._text: Optional[list[int]] = None
+        self._text: list[int] | None = None
         self._n_prompt = 0
         self._kv: list[int] = []  # the tokens in the draft cache, positions 0..
         self._agree = 0      # leading tokens on which the draft cache equals the text
         self._fresh = -1     # len(_kv) when the context's last logits row was computed (by us)
         # Measured costs (seconds).
-        self.seconds_per_token: Optional[float] = None   # per drafted token, per proposal (EMA)
-        self.decode_seconds: Optional[float] = None      # one single-token draft decode (EMA)
-        self.batch_token_seconds: Optional[float] = None  # per token of a long catch-up batch (EMA)
+        self.seconds_per_token: float | None = None   # per drafted token, per proposal (EMA)
+        self.decode_seconds: float | None = None      # one single-token draft decode (EMA)
+        self.batch_token_seconds: float | None = None  # per token of a long catch-up batch (EMA)
         self.last_seconds = 0.0
         self.prefill_seconds = 0.0
         self.catchup_seconds = 0.0
@@ -258,7 +261,7 @@ class DraftModelProposer:
         self.drafted_tokens = 0
         self.draft_seconds = 0.0
 
-    def set_sampling(self, sampling: Optional[SamplingParams]) -> None:
+    def set_sampling(self, sampling: SamplingParams | None) -> None:
         """The next generation's sampling parameters (None: greedy). The engine
         calls it before ``begin``."""
         if sampling is not None and not isinstance(sampling, SamplingParams):
@@ -316,7 +319,7 @@ class DraftModelProposer:
         llm._requires_eval = True
         self._fresh = len(kv)
 
-    def _sync(self, need_logits: bool) -> Optional[np.ndarray]:
+    def _sync(self, need_logits: bool) -> np.ndarray | None:
         """Make the draft cache hold exactly the text; with need_logits, return the
         draft's logits for the position after it (re-decoding the last text token
         when no fresh row is at hand, as Llama.generate does)."""
@@ -402,12 +405,13 @@ class DraftModelProposer:
         t0 = time.perf_counter()
         long_catchup = self._pending() > _SHORT_CATCHUP
         logits = self._sync(need_logits=True)
+        assert logits is not None  # need_logits=True always returns the row
         t1 = time.perf_counter()
         params = self.sampling if self.sample_draft else None
         if params is not None and self.draft_temperature is not None:
             params = dataclasses.replace(params, temperature=self.draft_temperature)
         tokens: list[int] = []
-        q: Optional[list[tuple[np.ndarray, np.ndarray]]] = None
+        q: list[tuple[np.ndarray, np.ndarray]] | None = None
         penalties, history = False, []
         if params is not None:
             q = []
@@ -418,7 +422,7 @@ class DraftModelProposer:
                 history = text[self._n_prompt:]
         pos = len(text)
         for i in range(k):
-            if q is not None:
+            if q is not None and params is not None:  # q is a list exactly when params is set
                 ids, probs = target_distribution(logits, params, history)
                 tok = sample(ids, probs, position_uniform(params.seed, pos + i, stream=DRAFT_STREAM))
                 q.append((ids, probs))
@@ -459,7 +463,7 @@ class DraftModelProposer:
         last, base = self.n_buckets - 1, self.source_base
         return [base + (i if i < last else last) for i in range(max(0, k))]
 
-    def expected_seconds(self, k: int) -> Optional[float]:
+    def expected_seconds(self, k: int) -> float | None:
         """Estimated seconds to propose ``k`` tokens now (catch-up included); None
         before anything was measured (use ``size_ratio`` x a target token then)."""
         if k <= 0:
@@ -483,8 +487,6 @@ def as_draft_proposer(draft_model: Any, target_llm: Any, **options: Any) -> Draf
     """``SpeculativeEngine(draft_model=...)``'s argument as a proposer: a
     ``DraftModelProposer`` (built for this target), a ``llama_cpp.Llama``, or a
     GGUF path / model name (loaded with ``load_draft_model``)."""
-    import os
-
     if isinstance(draft_model, DraftModelProposer):
         if options:
             raise TypeError("options apply when the draft model is a Llama or a path, not a DraftModelProposer")
@@ -530,7 +532,7 @@ class CostlyGate:
         self.refusals = 0
 
     def plan(self, proposer: Any, policy: Any, allowed: np.ndarray, k: int,
-             others: "float | Sequence[Proposal]" = 1.0) -> int:
+             others: float | Sequence[Proposal] = 1.0) -> int:
         """Tokens to ask ``proposer`` for this pass (0: do not call it). ``others``:
         this pass's other proposals (scored by the policy), or the best score
         among them (plain decoding scores 1)."""
@@ -556,10 +558,7 @@ class CostlyGate:
             expected += reach
             if j + 1 < len(allowed) and allowed[j + 1]:
                 seconds = proposer.expected_seconds(j)
-                if seconds is None or not single > 0:
-                    draft_cost = proposer.size_ratio * j
-                else:
-                    draft_cost = seconds / single
+                draft_cost = proposer.size_ratio * j if seconds is None or not single > 0 else seconds / single
                 score = expected / (costs[j + 1] + draft_cost)
                 if score > best:
                     best_k, best = j, score

@@ -13,8 +13,9 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 DEFAULT_PROMPT = (
     "Here is a Python function and a refactored copy of it.\n\n"
@@ -71,9 +72,10 @@ def _read_prompt(args: argparse.Namespace) -> str:
             raise UserError("the prompt on stdin is empty")
     if args.prompt is None:
         return DEFAULT_PROMPT
-    if not args.prompt.strip():
+    prompt: str = args.prompt
+    if not prompt.strip():
         raise UserError("the prompt is empty")
-    return args.prompt
+    return prompt
 
 
 def _read_prediction(args: argparse.Namespace) -> str | None:
@@ -104,13 +106,15 @@ def _read_prediction(args: argparse.Namespace) -> str | None:
     return text
 
 
-def _stats_line(spec: dict) -> str:
+def _stats_line(spec: dict[str, Any]) -> str:
     if not spec.get("used"):
-        return "ngramspec: " + spec.get("reason", "speculation not used")
+        reason: str = spec.get("reason", "speculation not used")
+        return "ngramspec: " + reason
     n, t = spec["generated_tokens"], spec["time_total_s"]
     return (f"ngramspec: {n} tokens in {t:.2f}s ({n / t if t else 0:.1f} tok/s), {spec['forward_passes']} passes, "
             f"{spec['tokens_per_forward']:.2f} tokens/pass, acceptance {spec['acceptance_rate']:.0%} "
-            f"({spec['accepted_tokens']}/{spec['drafted_tokens']}), overhead {spec['overhead_per_step_ms']:.2f} ms/pass")
+            f"({spec['accepted_tokens']}/{spec['drafted_tokens']}), "
+            f"overhead {spec['overhead_per_step_ms']:.2f} ms/pass")
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -148,7 +152,7 @@ def _generate(args: argparse.Namespace) -> int:
         spec = SpeculativeLlama(llm, **options)
     req = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed}
     messages = [{"role": "user", "content": prompt}]
-    predicted = {} if prediction is None else {"prediction": {"type": "content", "content": prediction}}
+    predicted: dict[str, Any] = {} if prediction is None else {"prediction": {"type": "content", "content": prediction}}
     call = (lambda **kw: spec.create_chat_completion(messages, **kw, **predicted)) if args.chat else \
         (lambda **kw: spec.create_completion(prompt, **kw, **predicted))
     from .invariance import check_batch_invariance
@@ -221,11 +225,11 @@ def _open_memory(args: argparse.Namespace) -> tuple[Any, Path | None]:
     return memory, path
 
 
-def _complete(call: Any, req: dict, args: argparse.Namespace) -> str:
+def _complete(call: Any, req: dict[str, Any], args: argparse.Namespace) -> str:
     """Runs the request, printing JSON or streaming the text; returns the text."""
     if args.json:
         out = call(**req)
-        text = out["choices"][0]["message"]["content"] if args.chat else out["choices"][0]["text"]
+        text: str = out["choices"][0]["message"]["content"] if args.chat else out["choices"][0]["text"]
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         parts = []
@@ -263,7 +267,8 @@ def _doctor(args: argparse.Namespace) -> int:
         flags = ""
     cpu_amx = "amx_tile" in flags
     build_amx = "AMX" in info
-    print(f"AMX: CPU {'has' if cpu_amx else 'lacks'} it; this llama.cpp build {'uses' if build_amx else 'does not use'} it"
+    print(f"AMX: CPU {'has' if cpu_amx else 'lacks'} it; "
+          f"this llama.cpp build {'uses' if build_amx else 'does not use'} it"
           + ("  -> HAZARD: native AMX builds crash on this CPU (FACTS.md §1); rebuild with "
              "scripts/install_llama_cpp.py" if cpu_amx and build_amx else "  -> ok"))
     if args.max_batch < 1:
@@ -278,6 +283,7 @@ def _doctor(args: argparse.Namespace) -> int:
     print("\nbatch invariance (verify logits bit-identical to one-token decoding):")
     print(report)
     curve = report.cost_curve
+    assert curve is not None  # load_or_check and recalibrate always attach one
     print("\nverify cost, relative to one token:  "
           + "  ".join(f"B={b}:{c:.2f}" for b, c in sorted(curve.relative.items())))
     print(f"cost curve in use: {curve.describe()}")
@@ -330,8 +336,8 @@ def _bench(args: argparse.Namespace) -> int:
         methods = [m for m in methods if m != "prompt lookup"]
     try:  # before the long run: a report that cannot be written would lose it
         out_dir.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.TemporaryFile(dir=out_dir)
-        probe.close()
+        with tempfile.TemporaryFile(dir=out_dir):
+            pass
     except OSError as e:
         raise UserError(f"--out {args.out}: cannot write the report there: {e.strerror or e}") from None
     try:
@@ -378,7 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--threads", type=int, default=None)
     g.add_argument("--inexact", action="store_true", help="allow verify batch sizes that are not bit-exact")
     g.add_argument("--draft-model", default=None, metavar="PATH|NAME",
-                   help="also draft with this smaller model (same vocabulary): a GGUF path or a name from ngramspec.models")
+                   help="also draft with this smaller model (same vocabulary): a GGUF path or a name from "
+                        "ngramspec.models")
     g.add_argument("--memory", default=None, metavar="FILE",
                    help="draft also from a memory of earlier requests: load FILE if it exists (else start one), "
                         "save it there after the generation")

@@ -3,8 +3,8 @@ real workloads (sources), the methods run side by side (runner), the model-free
 limit (oracle), the figures (summary), and the report with its plots (report, plots)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 
 def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: str,

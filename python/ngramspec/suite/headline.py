@@ -43,7 +43,7 @@ def table(report: dict[str, Any]) -> list[str]:
     for w in report["workloads"]:
         m = w["methods"]
 
-        def speedup(name: str) -> float:
+        def speedup(name: str, m: dict[str, Any] = m) -> float:  # m bound now: called within this iteration only
             s = m.get(name)
             return _median(s["speedups"]) if s and not s["failed"] else math.nan
 

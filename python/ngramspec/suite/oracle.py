@@ -21,8 +21,9 @@ draft of any allowed length is right, so only r(B) limits it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
 
 def copy_lengths(prompt: Sequence[int], output: Sequence[int]) -> list[int]:

@@ -4,14 +4,15 @@ verify-cost curve."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
 from .runner import Suite
 from .summary import WorkloadFigures
 
 
-def _pyplot():
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")  # files only: never needs a display
@@ -36,7 +37,7 @@ def draw_all(out_dir: Path, name: str, suite: Suite, figs: Sequence[WorkloadFigu
     return paths
 
 
-def _speedup(ax, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
+def _speedup(ax: Any, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
     methods = [m for m in suite.methods if m != "plain"]
     names = [f.name for f in figs]
     width = 0.8 / (len(methods) + 2)
@@ -56,7 +57,7 @@ def _speedup(ax, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
     ax.legend(fontsize=8)
 
 
-def _acceptance(ax, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
+def _acceptance(ax: Any, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
     for f in figs:
         acc = f.acceptance_by_position
         if acc:
@@ -68,7 +69,7 @@ def _acceptance(ax, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
     ax.legend(fontsize=8)
 
 
-def _tokens_per_pass(ax, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
+def _tokens_per_pass(ax: Any, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
     xs = range(len(figs))
     ax.bar([x - 0.2 for x in xs], [f.tokens_per_pass for f in figs], 0.4, label="ngramspec")
     ax.bar([x + 0.2 for x in xs], [f.limit.tokens_per_pass for f in figs], 0.4, label="model-free oracle", alpha=0.5)
@@ -79,7 +80,7 @@ def _tokens_per_pass(ax, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
     ax.legend(fontsize=8)
 
 
-def _verify_cost(ax, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
+def _verify_cost(ax: Any, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
     cost = suite.cost.relative
     sizes = list(range(1, len(cost) + 1))
     exact = [b == 1 or bool(suite.invariance.results.get(b) and suite.invariance.results[b].invariant) for b in sizes]

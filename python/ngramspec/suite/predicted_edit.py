@@ -28,9 +28,10 @@ import json
 import math
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from . import oracle
 from .runner import PREDICTION_METHODS, Run, Suite
@@ -89,7 +90,7 @@ def load_average() -> str:
 
 def modelled_cost(stats: dict[str, Any], cost: Sequence[float]) -> float:
     """A run's forward passes priced by the verify-cost curve, in one-token passes."""
-    return sum(n * cost[int(b) - 1] for b, n in stats["verify_batch_sizes"].items())
+    return float(sum(n * cost[int(b) - 1] for b, n in stats["verify_batch_sizes"].items()))
 
 
 @dataclass
@@ -361,7 +362,7 @@ def run(model: str, *, quick: bool, rounds: int, threads: int | None, out_dir: P
                   trace=trace, cost=cost)
     if cost is not None:
         fixed_cost_engines(suite, trace)
-    suite.cost_origin = ("FACTS.md section 3 reference curve (2-core Xeon, 2 threads, quiet), fixed: the engines' "
+    suite.cost_origin = (  # type: ignore[attr-defined]  # read back with getattr in the report"FACTS.md section 3 reference curve (2-core Xeon, 2 threads, quiet), fixed: the engines' "
                          "policies price drafts by it and do not re-time it"
                          if cost is not None else "measured in this run (measure_verify_cost)")
     try:

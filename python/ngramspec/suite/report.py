@@ -6,9 +6,10 @@ import math
 import os
 import platform
 import re
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .runner import METHODS, Run, Suite
 from .summary import MethodFigures, WorkloadFigures, geomean

@@ -13,8 +13,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from . import sources
 from .sources import Item, Workload
@@ -260,6 +261,7 @@ class Suite:
                 return Run(method, workload, item.label, round_, t["prompt_ms"] / 1e3, t["predicted_ms"] / 1e3,
                            int(t["predicted_n"]), out["content"], stats=stats)
             llm = self.llm if method == "plain" else self.lookup
+            assert llm is not None, f"{method} has no Llama"
             llm.reset()
             out = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=stop,
                                         stopping_criteria=clock)
@@ -286,7 +288,7 @@ class Suite:
     def run(self, rounds: int) -> list[Run]:
         """Every method on every item, ``rounds`` times. Within a round each item
         runs every method back to back, in an order that rotates by round."""
-        from tqdm import tqdm
+        from tqdm import tqdm  # type: ignore[import-untyped]
 
         if rounds < 1:
             raise ValueError("rounds must be >= 1")

@@ -34,7 +34,7 @@ class ServerError(RuntimeError):
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 class LlamaServer:
@@ -58,7 +58,7 @@ class LlamaServer:
         elif mode != "none":
             cmd += ["--spec-type", mode]
         # Its log goes to a file: an unread pipe would fill up and stall the server.
-        self.log = tempfile.TemporaryFile(mode="w+")
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - kept open for the server's life, closed in stop()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, text=True)
         deadline = time.monotonic() + startup_timeout_s
         while time.monotonic() < deadline:
@@ -83,7 +83,8 @@ class LlamaServer:
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", data=body,
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=1800) as r:
-            return json.loads(r.read())
+            out: dict[str, Any] = json.loads(r.read())
+            return out
 
     def peak_rss_mib(self) -> float | None:
         """The server process's peak resident memory so far (Linux only)."""

@@ -18,8 +18,9 @@ import platform
 import re
 import statistics
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, cast
 
 # HumanEval's own stop sequences (Chen et al., 2021): the completion ends where the
 # next top-level statement would begin.
@@ -80,7 +81,8 @@ def chat_formatter(llm: Any) -> Callable[[list[dict[str, str]]], str]:
     formatter = Jinja2ChatFormatter(template=template,
                                     eos_token=model.token_get_text(eos) if eos != -1 else "",
                                     bos_token=model.token_get_text(bos) if bos != -1 else "")
-    return lambda messages: formatter(messages=messages).prompt
+    # llama_cpp types messages as its TypedDicts; plain dicts are what it accepts at run time.
+    return lambda messages: formatter(messages=messages).prompt  # type: ignore[arg-type]
 
 
 def _python_source(func: Callable[..., Any]) -> str:
@@ -107,7 +109,7 @@ def code_editing(chat: Callable[[list[dict[str, str]]], str], n: int, max_tokens
     ][:n]
     items = []
     for func, instruction in edits:
-        src = _python_source(func)
+        src = _python_source(cast(Callable[..., Any], func))
         prompt = chat([{"role": "user", "content": f"{instruction}\n\n```python\n{src}```"}])
         items.append(Item(f"{func.__module__}.{func.__name__}", prompt, max_tokens))
     return Workload("code_editing", "an edit of a real source file; the answer mostly copies the input",
@@ -224,7 +226,7 @@ def multi_turn_chat(chat: Callable[[list[dict[str, str]]], str], n: int, max_tok
 
     items = []
     for func in [fnmatch.filter, shlex.split][:n]:
-        src = _python_source(func)
+        src = _python_source(cast(Callable[..., Any], func))
         doc = inspect.getdoc(func) or ""
         messages = [
             {"role": "user", "content": f"What does this function do?\n\n```python\n{src}```"},

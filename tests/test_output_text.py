@@ -75,7 +75,10 @@ def test_stable_text_only_grows_and_never_holds_a_stop(tokens, stops):
         out.add(t)
         stable = out.stable
         assert stable.startswith(before) or out.stopped
-        assert not any(s.encode() in stable for s in stops)
+        # Once stopped, the text is cut as plain cuts it (at the first stop *listed*
+        # that occurs), which can leave another stop in it: only before that may
+        # nothing that a stop could still cut be sent.
+        assert out.stopped or not any(s.encode() in stable for s in stops)
         before = stable
         if out.stopped:
             break

@@ -33,9 +33,9 @@ def test_one_engine_table_for_suite_and_rss_probe(llm):
     assert set(runner.ENGINE_OPTIONS) == {"ngramspec", *runner.EXTRA_METHODS}
     fast = runner.make_engine(llm, "ngramspec fast")
     assert fast.exact is False and fast.max_draft == runner.MEASURED_MAX_BATCH - 1
-    assert runner.make_engine(llm, "ngramspec n-gram only").matcher is None
+    assert [p.name for p in runner.make_engine(llm, "ngramspec n-gram only").proposers] == ["ngram"]
     default = runner.make_engine(llm, "ngramspec")
-    assert default.exact is True and default.matcher is not None
+    assert default.exact is True and [p.name for p in default.proposers] == ["ngram", "copy"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")

@@ -171,6 +171,12 @@ def completion_prompt_tokens(llm: Any, prompt: str) -> list[int]:
     return head + body + tail
 
 
+def prompt_capacity(llm: Any) -> int:
+    """The longest prompt ``Llama.eval`` can record: ``input_ids`` is sized by the n_ctx
+    the user asked for, which can be less than llama.cpp's rounded-up context."""
+    return len(llm.input_ids)
+
+
 def tokenize_text(llm: Any, text: str) -> list[int]:
     """Plain text (no special tokens, no BOS), as a model would write it."""
     return list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))

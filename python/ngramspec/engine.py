@@ -301,6 +301,12 @@ class _Run:
         n_ctx = _llama.usable_n_ctx(llm)
         if len(self.prompt_tokens) >= n_ctx:
             raise ValueError(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {n_ctx}")
+        # Llama.eval records a prompt in input_ids, sized by the n_ctx asked for (llama.cpp may
+        # round the real context up): plain fails there with a numpy broadcast error.
+        capacity = _llama.prompt_capacity(llm)
+        if len(self.prompt_tokens) > capacity:
+            raise ValueError(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {capacity} "
+                             "(the n_ctx this Llama was created with)")
         text = prediction_text(prediction)
         self.prediction_tokens = _llama.tokenize_text(llm, text) if text else []
         self.has_prediction = prediction is not None

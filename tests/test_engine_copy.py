@@ -48,8 +48,12 @@ def test_calibrated_from_the_invariance_check(llm, invariance):
     engine = SpeculativeEngine(llm, invariance=invariance)
     engine.plan()
     costs = invariance.relative_costs()
-    assert 2 in costs and costs[2] > 1.0
-    assert engine.policy.relative_cost(2) > 1.0    # a line through the measured sizes (robust: see test_policy)
+    # A quiet machine can time r(2) just under 1 (0.98 seen in a CI run); the policy's
+    # line through the measured sizes (robust: see test_policy) is never below 1 and rises.
+    assert 2 in costs and costs[2] > 0.5
+    top = engine.max_draft + 1
+    assert 1.0 <= engine.policy.relative_cost(2) <= engine.policy.relative_cost(top)
+    assert engine.policy.relative_cost(top) > 1.0
 
 
 def test_fast_mode_prices_every_batch_size_as_measured(llm):

@@ -209,10 +209,13 @@ def sync_bookkeeping(llm: Any, kv: Sequence[int], start: int) -> None:
     that its first ``start`` tokens already were. Like ``Llama.eval``, tokens past
     the end of ``input_ids`` (sized by the n_ctx asked for, which llama.cpp may
     round up) are not recorded."""
-    end = min(len(kv), len(llm.input_ids))
-    if end > start:
-        llm.input_ids[start:end] = kv[start:end]
-    llm.n_tokens = len(kv)
+    ids, n = llm.input_ids, len(kv)
+    end = min(n, len(ids))
+    if end == start + 1:   # a plain pass: one token (a numpy slice from a list costs more)
+        ids[start] = kv[start]
+    elif end > start:
+        ids[start:end] = kv[start:end]
+    llm.n_tokens = n
     llm._requires_eval = True
 
 

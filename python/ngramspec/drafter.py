@@ -48,6 +48,9 @@ class Drafter:
         self.allowed = allowed
         self.max_draft = min(max_draft, len(allowed) - 2)
         assign_source_bases(self.proposers)
+        # A costly proposer (a draft model) carries a gate that prices it before it is called.
+        self._gates = [getattr(p, "gate", None) for p in self.proposers]
+        self._gated = any(g is not None for g in self._gates)
         for p in self.proposers:
             policy.declare_sources(p.source_base, p.source_priors)
         self._offered: list[Proposal] = []
@@ -68,12 +71,14 @@ class Drafter:
         if k <= 0 or not self.proposers:
             self._offered = []
             return _PLAIN
-        offered = [_PLAIN if getattr(p, "gate", None) else p.propose(k) for p in self.proposers]
-        for i, p in enumerate(self.proposers):
-            gate = getattr(p, "gate", None)
-            if gate is not None:  # a costly proposer (a draft model): priced before it is called
-                n = gate.plan(p, self.policy, self.allowed, k, offered)
-                offered[i] = p.propose(n) if n else Proposal.none(p.name)
+        if not self._gated:
+            offered = [p.propose(k) for p in self.proposers]
+        else:
+            offered = [_PLAIN if g is not None else p.propose(k) for p, g in zip(self.proposers, self._gates)]
+            for i, (p, gate) in enumerate(zip(self.proposers, self._gates)):
+                if gate is not None:  # priced against the free proposals before it is called
+                    n = gate.plan(p, self.policy, self.allowed, k, offered)
+                    offered[i] = p.propose(n) if n else Proposal.none(p.name)
         which, n = self.policy.choose_proposal(offered, self.allowed)
         self._offered, self._which = offered, which
         return offered[which].head(n) if n else _PLAIN

@@ -167,6 +167,7 @@ class SpeculativeEngine:
                           "ngramspec decodes it plainly", RuntimeWarning, stacklevel=2)
         self._batch = _llama.Batch(self.max_draft + 1)
         self._is_eog: dict[int, bool] = {}
+        self._pieces: dict[int, bytes] = {}   # token -> its bytes, for OutputText
         self._lock = threading.RLock()
         self._generations = itertools.count(1)
         self._current = 0   # the generation that owns the Llama's state
@@ -395,7 +396,7 @@ class _Run:
                 p.set_sampling(sampling)
         batch, n_ctx = engine._batch, _llama.usable_n_ctx(llm)
         decoder = _llama.Decoder(llm)
-        self.text, self.finish, self.eog = OutputText(llm, self.stops), "length", None
+        self.text, self.finish, self.eog = OutputText(llm, self.stops, engine._pieces), "length", None
         emitted = self.emitted
 
         t0 = time.perf_counter()
@@ -439,7 +440,7 @@ class _Run:
                 stats.record_pass(draft.name, k, m, t_verify, draft.sources[0] if k else 0, trace=engine.trace)
                 drafter.verified(draft, t_verify, m)
                 kv.append(nxt)
-                kv.extend(int(t) for t in draft.tokens[:m])
+                kv.extend(draft.tokens[:m].tolist())
                 if m < k and not decoder.roll_back(n_past + 1 + m):
                     self._recover_without_rollback(kv)
                 _llama.sync_bookkeeping(llm, kv, n_past)   # the Llama is true to the cache at every step

@@ -36,10 +36,13 @@ def utf8_complete_prefix(data: bytes) -> bytes:
 
 class OutputText:
     """llm: the Llama whose tokenizer renders tokens. stops: stop strings (empty
-    ones are ignored)."""
+    ones are ignored). pieces: a token -> bytes memo to share between the texts
+    of one Llama (its tokenizer renders a token the same way every time, and a
+    dict lookup costs a fraction of a detokenize call through llama-cpp-python)."""
 
-    def __init__(self, llm: Any, stops: Sequence[str]) -> None:
+    def __init__(self, llm: Any, stops: Sequence[str], pieces: dict[int, bytes] | None = None) -> None:
         self._detokenize = llm.detokenize
+        self._pieces: dict[int, bytes] = {} if pieces is None else pieces
         self.stops = [s.encode("utf-8") for s in stops if s]
         self._longest = max((len(s) for s in self.stops), default=0)
         self._buf = bytearray()      # the text so far (cut before a stop once one is found)
@@ -56,9 +59,14 @@ class OutputText:
         (stop strings, max_tokens) apply to it; False while plain llama-cpp-python
         would skip them to complete a multi-byte character."""
         buf = self._buf
-        buf += self._detokenize([token])
+        piece = self._pieces.get(token)
+        if piece is None:
+            piece = self._pieces[token] = bytes(self._detokenize([token]))
+        buf += piece
         tail = buf[-3:]
-        if tail and max(tail) >= 0xC0:   # only a lead byte can start a split character
+        if tail and (len(piece) < 3 or not piece.isascii()) and max(tail) >= 0xC0:
+            # only a lead byte can start a split character, and an ASCII piece of 3+
+            # bytes leaves none in the last 3
             for k, char in enumerate(tail):
                 k = 3 - k
                 for num, pattern in _LEADS:

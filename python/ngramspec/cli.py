@@ -323,6 +323,13 @@ def _bench(args: argparse.Namespace) -> int:
     if args.llama_server and not Path(args.llama_server).is_file():
         raise UserError(f"--llama-server: no such file {args.llama_server!r} (build it with "
                         "scripts/build_llama_server.py)")
+    if args.serve:
+        import importlib.util
+
+        missing = [m for m in ("fastapi", "uvicorn", "sse_starlette") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise UserError(f"--serve needs llama-cpp-python's server extras ({', '.join(missing)} missing): "
+                            "pip install 'ngramspec[server]'")
     from .suite.runner import EXTRA_METHODS, METHODS
 
     methods = list(METHODS)
@@ -344,7 +351,7 @@ def _bench(args: argparse.Namespace) -> int:
         md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=out_dir, threads=args.threads,
                        methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
                        server_modes=args.server_modes.split(",") if args.server_modes else (),
-                       command="ngramspec bench " + " ".join(sys.argv[2:]))
+                       serve=args.serve, command="ngramspec bench " + " ".join(sys.argv[2:]))
     except MissingMaterial as e:
         raise UserError(str(e)) from None
     except ValueError as e:
@@ -418,6 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run llama.cpp's llama-server (built by scripts/build_llama_server.py) in each mode")
     b.add_argument("--server-modes", default=None,
                    help="comma-separated llama-server modes (default: none and every ngram-* mode)")
+    b.add_argument("--serve", action="store_true",
+                   help="also run `ngramspec serve` over HTTP (same model, n_ctx, threads): its decode speed, "
+                        "end-to-end latency per request and HTTP overhead against in-process ngramspec")
     sub.add_parser("serve", add_help=False,
                    help="OpenAI-compatible server (llama-cpp-python's) answering with speculative decoding; "
                         "`ngramspec serve --help` lists its settings")

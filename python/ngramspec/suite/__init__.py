@@ -10,8 +10,9 @@ from pathlib import Path
 def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: str,
               threads: int | None = None, methods: Sequence[str] | None = None, rss: bool = True,
               plot: bool = True, progress: bool = True, server: str | None = None,
-              server_modes: Sequence[str] = ()) -> Path:
-    """Runs the whole suite and writes its report; returns the Markdown file's path."""
+              server_modes: Sequence[str] = (), serve: bool = False) -> Path:
+    """Runs the whole suite and writes its report; returns the Markdown file's path.
+    serve: also run ``ngramspec serve`` over HTTP (method "ngramspec serve")."""
     from ..provenance import git_commit
     from . import report, runner, sources, summary
 
@@ -19,7 +20,8 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
         raise ValueError("rounds must be >= 1")
     sources.check_installed(plots=plot)
     suite = runner.Suite(model, quick=quick, threads=threads, methods=tuple(methods or runner.METHODS),
-                         progress=progress, server=server, server_modes=tuple(server_modes))
+                         progress=progress, server=server, server_modes=tuple(server_modes),
+                         serve=serve)
     peaks: dict[str, float] = {}
     try:
         runs = suite.run(rounds)

@@ -42,6 +42,9 @@ MEASURED_MAX_BATCH = 17
 # unedited file), and given an unrelated file instead. They run only on items that
 # carry a prediction (the predicted_edit workload); each has its own engine.
 PREDICTION_METHODS = ("ngramspec+prediction", "ngramspec+wrong-prediction")
+# `ngramspec serve` over loopback HTTP (issue 18): the in-process "ngramspec" method
+# behind the package's server, run when Suite(serve=True) (``ngramspec bench --serve``).
+SERVE_METHOD = "ngramspec serve"
 
 
 class FirstTokenClock:
@@ -164,12 +167,14 @@ class Suite:
     methods: a subset of METHODS, in order; "plain" is always run.
     server: path to a llama-server binary built by scripts/build_llama_server.py;
         adds one method per ``server_modes`` entry, "llama-server <mode>".
+    serve: also run ``ngramspec serve`` (SERVE_METHOD) in a subprocess on the same
+        model file, n_ctx and threads, driven over HTTP (ngramspec_server.py).
     """
 
     def __init__(self, model: str, *, quick: bool, n_ctx: int = 4096, threads: int | None = None,
                  methods: tuple[str, ...] = METHODS, progress: bool = True, server: str | None = None,
                  server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
-                 trace: bool = False, cost: Any = None) -> None:
+                 trace: bool = False, cost: Any = None, serve: bool = False) -> None:
         from ..costcurve import measure_verify_cost
         from ..invariance import check_batch_invariance
 
@@ -202,20 +207,23 @@ class Suite:
             for e in self.engines.values():
                 e.trace = True
         self.servers: dict[str, Any] = {}
-        if server:
-            from .server import LlamaServer
+        try:
+            if serve:
+                from .ngramspec_server import NgramspecServer
 
-            try:
-                from .server import DEFAULT_MODES
+                self.servers[SERVE_METHOD] = NgramspecServer(self.path, n_ctx, self.threads,
+                                                             self.llm.context_params.n_threads_batch)
+            if server:
+                from .server import DEFAULT_MODES, LlamaServer
 
                 for mode in server_modes or DEFAULT_MODES:
                     draft = _model_path(draft_model_for(model)) if mode == "draft" else None
                     self.servers[f"llama-server {mode}"] = LlamaServer(server, self.path, mode, n_ctx, self.threads,
                                                                        draft=draft)
-            except BaseException:
-                self.close()
-                raise
-            self.methods += tuple(self.servers)
+        except BaseException:
+            self.close()
+            raise
+        self.methods += tuple(self.servers)
 
     def close(self) -> None:
         for srv in getattr(self, "servers", {}).values():
@@ -258,6 +266,8 @@ class Suite:
                 out = self.servers[method].complete(item.prompt, item.max_tokens, item.stop)
                 t = out["timings"]
                 stats = {"drafted_tokens": t.get("draft_n", 0), "accepted_tokens": t.get("draft_n_accepted", 0)}
+                if "latency_s" in out:   # ngramspec serve: the client's end-to-end time, and the server's split
+                    stats.update(latency_s=out["latency_s"], prompt_ms=t["prompt_ms"], predicted_ms=t["predicted_ms"])
                 return Run(method, workload, item.label, round_, t["prompt_ms"] / 1e3, t["predicted_ms"] / 1e3,
                            int(t["predicted_n"]), out["content"], stats=stats)
             llm = self.llm if method == "plain" else self.lookup

@@ -146,7 +146,12 @@ It stops at the first step where no order has a continuation.
                                    return to_numpy(tokens);
                                },
                                "A copy of the last min(window, tokens_seen) tokens, oldest first.")
-        .def_property_readonly("tokens_seen", [](const Predictor& self) { return self.core.tokens_seen(); },
+        .def_property_readonly("tokens_seen",
+                               [](const Predictor& self) {
+                                   // Under the lock: another thread may be appending (update runs without the GIL).
+                                   std::lock_guard<std::mutex> lock(self.mutex);
+                                   return self.core.tokens_seen();
+                               },
                                "Tokens appended since construction or the last reset().")
         .def_property_readonly("min_order", [](const Predictor& self) { return self.core.min_order(); })
         .def_property_readonly("max_order", [](const Predictor& self) { return self.core.max_order(); })

@@ -464,7 +464,9 @@ class _Run:
             stats.generated_tokens = len(emitted)
             stats.time_total_s = time.perf_counter() - t_start
             describe_cost(stats, plan, policy, max_draft=drafter.max_draft, can_roll_back=engine._rollback_ok)
-            usage = prediction_usage(self.prediction_tokens, emitted) if self.has_prediction else None
+            # Not for a run cut short (closed, superseded, collected): nobody reads its usage,
+            # and the garbage collector should not run a diff.
+            usage = prediction_usage(self.prediction_tokens, emitted) if self.has_prediction and completed else None
             if usage is not None:
                 stats.prediction = dict(usage)
             self.result = Generation(emitted, self.text.text, self.finish, stats, self.eog, usage)

@@ -26,12 +26,17 @@ _LEADS = ((2, 192), (3, 224), (4, 240))
 
 def utf8_complete_prefix(data: bytes) -> bytes:
     """``data`` without a trailing, still incomplete UTF-8 sequence."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
+    return data[: len(data) - _incomplete_tail(data, len(data))]
+
+
+def _incomplete_tail(data: bytes | bytearray, end: int) -> int:
+    """How many bytes at the end of ``data[:end]`` belong to a UTF-8 sequence not yet complete."""
+    for back in range(1, min(4, end) + 1):
+        byte = data[end - back]
         if byte & 0xC0 != 0x80:  # a lead byte (or ASCII)
             need = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
-            return data if need <= back else data[:-back]
-    return data
+            return 0 if need <= back else back
+    return 0
 
 
 class OutputText:
@@ -88,21 +93,33 @@ class OutputText:
         return True
 
     @property
-    def stable(self) -> bytes:
-        """The prefix that later tokens can no longer change: no split character,
-        and no suffix that may still grow into a stop string."""
-        data = self.data
+    def stable_end(self) -> int:
+        """Where the prefix that later tokens can no longer change ends: no split
+        character, and no suffix that may still grow into a stop string. Looks only
+        at the end of the text, so a stream asking after every pass costs O(1) per
+        ask, not a copy of the text."""
+        buf = self._buf
+        end = len(buf)
         if not self.stopped and self.stops:
             # Bytes not yet searched (added while a character was split) may still hold a stop.
-            data = data[: self._checked]
+            end = self._checked
             hold = 0
             for s in self.stops:
-                for i in range(min(len(s) - 1, len(data)), hold, -1):
-                    if data.endswith(s[:i]):
+                for i in range(min(len(s) - 1, end), hold, -1):
+                    if buf.endswith(s[:i], 0, end):
                         hold = i
                         break
-            data = data[: len(data) - hold]
-        return utf8_complete_prefix(data)
+            end -= hold
+        return end - _incomplete_tail(buf, end)
+
+    def slice(self, start: int, end: int | None = None) -> bytes:
+        """The text's bytes start..end (a copy of just those)."""
+        return bytes(self._buf[start:end])
+
+    @property
+    def stable(self) -> bytes:
+        """The prefix that later tokens can no longer change (see ``stable_end``)."""
+        return self.slice(0, self.stable_end)
 
     @property
     def text(self) -> str:

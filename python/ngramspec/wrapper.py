@@ -161,13 +161,13 @@ class SpeculativeLlama:
         if prefix:
             yield chunk(prefix, None)
         for _ in run:
-            stable = run.text.stable
-            if len(stable) > sent:
-                yield chunk(stable[sent:].decode("utf-8", errors="ignore"), None)
-                sent = len(stable)
+            end = run.text.stable_end
+            if end > sent:
+                yield chunk(run.text.slice(sent, end).decode("utf-8", errors="ignore"), None)
+                sent = end
         gen = run.result
         self.last_speculative = {"used": True, **gen.stats.to_dict()}
-        last = chunk(run.text.data[sent:].decode("utf-8", errors="ignore"), gen.finish_reason)
+        last = chunk(run.text.slice(sent).decode("utf-8", errors="ignore"), gen.finish_reason)
         last["usage"] = _usage(len(run.prompt_tokens), gen)
         last["speculative"] = self.last_speculative
         yield last

@@ -208,6 +208,11 @@ def _pct(v: float) -> str:
     return "-" if v is None or math.isnan(v) else f"{v:.0%}"
 
 
+def _max_draft(suite: Suite) -> int:
+    engine = suite.engines.get("ngramspec")
+    return int(getattr(engine, "max_draft", 0))
+
+
 def to_markdown(suite: Suite, fig: WorkloadFigures, res: dict[str, MethodResult], items: list[dict[str, Any]],
                 rounds: int, command: str, commit: str, load: tuple[str, str]) -> str:
     from .report import _ranges, machine
@@ -229,7 +234,8 @@ def to_markdown(suite: Suite, fig: WorkloadFigures, res: dict[str, MethodResult]
         f"- Verify cost r(B) ({getattr(suite, 'cost_origin', 'measured in this run')}): "
         + ", ".join(f"{b}: {c:.2f}" for b, c in enumerate(cost.relative, 1)) + ".",
         f"- Bit-exact verify batch sizes on this build: {_ranges(exact)}; every method and both ceilings use "
-        "only these.",
+        f"only these. The ngramspec methods draft at most {_max_draft(suite)} tokens per pass (B <= "
+        f"{_max_draft(suite) + 1}); the ceilings may use every exact size above.",
         "- Modelled speed-up: a run's tokens after the first over its forward passes priced by r(B) "
         "(plain = 1.00x): the unit of the ceilings, free of load. Perfect-drafter ceiling: every draft right "
         "(oracle.perfect_limit); model-free limit: drafts only from earlier text of the prompt and output "
@@ -325,24 +331,38 @@ def goal_lines(suite: Suite, res: dict[str, MethodResult], perfect: float) -> li
     return out
 
 
-def fixed_cost_engines(suite: Suite, trace: bool) -> None:
+def fixed_cost_engines(suite: Suite, trace: bool, max_draft: int | None = None) -> None:
     """Gives each ngramspec method an engine whose policy prices drafts by
     ``suite.cost`` and never re-times it (CostAwarePolicy(learn_cost=False))."""
     from ..engine import DEFAULT_MAX_DRAFT
     from ..policy import CostAwarePolicy
     from .runner import make_engine
 
+    cap = DEFAULT_MAX_DRAFT if max_draft is None else max_draft
     for m in list(suite.engines):
         if m not in METHODS:
             continue
-        policy = CostAwarePolicy(DEFAULT_MAX_DRAFT + 1, learn_cost=False)
-        policy.calibrate({b: r for b, r in enumerate(suite.cost.relative, 1) if b <= DEFAULT_MAX_DRAFT + 1},
+        policy = CostAwarePolicy(cap + 1, learn_cost=False)
+        policy.calibrate({b: r for b, r in enumerate(suite.cost.relative, 1) if b <= cap + 1},
                          shape=True, origin="FACTS.md reference curve")
-        suite.engines[m] = make_engine(suite.llm, m, invariance=suite.invariance, adaptive=policy, trace=trace)
+        suite.engines[m] = make_engine(suite.llm, m, invariance=suite.invariance, adaptive=policy, trace=trace,
+                                       max_draft=cap)
+
+
+def capped_engines(suite: Suite, trace: bool, max_draft: int) -> None:
+    """Gives each ngramspec method an engine with this max_draft (the suite's own
+    cost handling otherwise)."""
+    from .runner import make_engine
+
+    for m in list(suite.engines):
+        if m in METHODS:
+            suite.engines[m] = make_engine(suite.llm, m, invariance=suite.invariance, trace=trace,
+                                           max_draft=max_draft)
 
 
 def run(model: str, *, quick: bool, rounds: int, threads: int | None, out_dir: Path, command: str,
-        trace: bool = True, progress: bool = True, cost_curve: str = "measured") -> Path:
+        trace: bool = True, progress: bool = True, cost_curve: str = "measured",
+        max_draft: int | None = None) -> Path:
     from ..costcurve import CostCurve
     from ..provenance import git_commit
     from .report import _finite, slug
@@ -360,8 +380,13 @@ def run(model: str, *, quick: bool, rounds: int, threads: int | None, out_dir: P
         cost = CostCurve(reference_curve(name, MEASURED_MAX_BATCH), math.nan)
     suite = Suite(model, quick=quick, threads=threads, methods=METHODS, progress=progress, workloads=(WORKLOAD,),
                   trace=trace, cost=cost)
+    if max_draft is not None and not 1 <= max_draft < MEASURED_MAX_BATCH:
+        suite.close()
+        raise ValueError(f"max_draft must be in [1, {MEASURED_MAX_BATCH - 1}] (the sizes the suite measures)")
     if cost is not None:
-        fixed_cost_engines(suite, trace)
+        fixed_cost_engines(suite, trace, max_draft)
+    elif max_draft is not None:
+        capped_engines(suite, trace, max_draft)
     suite.cost_origin = (  # type: ignore[attr-defined]  # read back with getattr in the report"FACTS.md section 3 reference curve (2-core Xeon, 2 threads, quiet), fixed: the engines' "
                          "policies price drafts by it and do not re-time it"
                          if cost is not None else "measured in this run (measure_verify_cost)")
@@ -414,13 +439,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--full", action="store_true", help="four items instead of the quick two")
     p.add_argument("--out", type=Path, default=Path("bench/results"))
     p.add_argument("--no-trace", action="store_true")
+    p.add_argument("--max-draft", type=int, default=None,
+                   help="the ngramspec methods' max_draft (default: the engine's, 8); the ceilings use every "
+                        "exact size the suite measures (up to 17), so a model with exact sizes past 9 needs "
+                        "a larger cap to reach them")
     p.add_argument("--cost-curve", choices=("measured", "facts"), default="measured",
                    help="measured: this run's measure_verify_cost, re-timed online by each engine (the suite's "
                         "way); facts: FACTS.md's quiet-machine curve, fixed, for a machine too busy to time")
     a = p.parse_args(argv)
     command = "python -m ngramspec.suite.predicted_edit " + " ".join(sys.argv[1:] if argv is None else argv)
     md = run(a.model, quick=not a.full, rounds=a.rounds, threads=a.threads, out_dir=a.out, command=command,
-             trace=not a.no_trace, cost_curve=a.cost_curve)
+             trace=not a.no_trace, cost_curve=a.cost_curve, max_draft=a.max_draft)
     print(md.read_text())
     return 0
 

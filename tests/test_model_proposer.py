@@ -486,11 +486,14 @@ class _FakeCost:
 
 
 class _FakePolicy:
-    _best: Callable[..., tuple[int, float]]  # set by one test: the policy's scorer
+    score: Callable[..., float]  # set by one test: the policy's scorer
 
     def __init__(self, acceptance, single=float("nan")):
-        self._acceptance_list = list(acceptance)
+        self.acceptance = list(acceptance)
         self.cost = _FakeCost(single)
+
+    def acceptance_of(self, source):
+        return self.acceptance[source]
 
 
 class _FakeDraft:
@@ -523,13 +526,33 @@ def test_gate_calls_a_cheap_accurate_draft():
     from ngramspec.proposer import Proposal
 
     copy = Proposal(np.arange(6, dtype=np.int32), [0] * 6, "copy")
-    policy._best = lambda sources, allowed: (len(sources), 3.0)  # the policy scores the copy at 3
+    policy.score = lambda sources, allowed: 3.0  # the policy scores the copy at 3
     assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8, [copy, Proposal.none()]) == 0
-    del policy._best
+    del policy.score
     assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8, [copy]) == 2  # no scorer: vs plain
     # Only allowed batch sizes: verify at most 3 tokens (batch 4).
     allowed[5:] = False
     assert gate.plan(_FakeDraft(size_ratio=0.01), policy, allowed, 8) <= 3
+
+
+def test_gate_prices_with_the_cost_aware_policys_public_api():
+    from ngramspec.model_proposer import CostlyGate
+    from ngramspec.policy import CostAwarePolicy
+    from ngramspec.proposer import Proposal
+
+    policy = CostAwarePolicy(8, learn_cost=False)
+    allowed = np.ones(len(policy.cost.costs), dtype=bool)
+    base = len(policy.acceptance)  # a draft model's sources, after the n-gram and copy ones
+    policy.declare_sources(base, [0.9, 0.9, 0.9])
+    assert policy.acceptance_of(base) == 0.9 and policy.acceptance_of(0) == policy.acceptance[0]
+    assert policy.score([base, base + 1], allowed) == policy._best([base, base + 1], allowed)[1] > 1.0
+    assert policy.score([], allowed) == 1.0  # plain decoding
+    draft = _FakeDraft(size_ratio=0.1)
+    draft.source_base = base
+    assert CostlyGate().plan(draft, policy, allowed, 6) > 0  # pays against plain decoding
+    # A free proposal from sources as good as the draft's always scores higher -> refused.
+    copy = Proposal(np.arange(6, dtype=np.int32), [base] * 6, "copy")
+    assert CostlyGate().plan(draft, policy, allowed, 6, [copy]) == 0
 
 
 def test_gate_probes_a_refused_draft_once_per_interval():

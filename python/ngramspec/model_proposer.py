@@ -515,7 +515,10 @@ class CostlyGate:
     scores 1). Otherwise it is refused, and a refused proposer is called at most
     once every ``probe_interval`` passes (``PROBE_TOKENS`` tokens), so its
     acceptance (verified or scored in hindsight) and its cost stay current.
-    Without a cost model (an eager policy) it is always called.
+    The policy is read through its public pricing API only: ``cost`` (``costs``,
+    ``single_seconds``), ``acceptance_of(source)`` and, to price the other
+    proposals, ``score(sources, allowed)`` (``CostAwarePolicy``). Without a cost
+    model (an eager policy: no ``cost`` or ``acceptance_of``) it is always called.
 
     Exactness with a sampled draft: the choice uses sources (draft positions)
     and costs only, never the draft tokens or their q, so whether and how much
@@ -539,22 +542,22 @@ class CostlyGate:
         if k <= 0:
             return 0
         cost = getattr(policy, "cost", None)
-        acceptance = getattr(policy, "_acceptance_list", None)
-        if cost is None or acceptance is None:  # eager: no prices
+        acceptance_of = getattr(policy, "acceptance_of", None)
+        if cost is None or acceptance_of is None:  # eager: no prices
             self.calls += 1
             return k
         if isinstance(others, (int, float)):
             best_other = float(others)
         else:
-            score = getattr(policy, "_best", None)
-            best_other = max([1.0] + [score(p.sources, allowed)[1] for p in others if len(p) and score is not None])
+            score = getattr(policy, "score", None)  # none: the others count as plain decoding
+            best_other = max([1.0] + [score(p.sources, allowed) for p in others if len(p) and score is not None])
         single = getattr(cost, "single_seconds", float("nan"))
         costs = cost.costs
         sources = proposer.planned_sources(k)
         best_k, best = 0, best_other
         reach = expected = 1.0
         for j in range(1, k + 1):
-            reach *= acceptance[sources[j - 1]]
+            reach *= acceptance_of(sources[j - 1])
             expected += reach
             if j + 1 < len(allowed) and allowed[j + 1]:
                 seconds = proposer.expected_seconds(j)

@@ -156,6 +156,15 @@ class CostAwarePolicy:
                     best_k, best_score = k, score
         return best_k, best_score
 
+    def score(self, sources: list[int], allowed: np.ndarray) -> float:
+        """The best expected tokens per unit of cost of a draft whose tokens come
+        from ``sources``, verifying any allowed prefix of it (plain decoding: 1)."""
+        return self._best(sources, allowed)[1]
+
+    def acceptance_of(self, source: int) -> float:
+        """The current acceptance estimate of one source (no copy of the table)."""
+        return self._acceptance_list[source]
+
     def choose_among(self, candidates: list[list[int]], allowed: np.ndarray) -> tuple[int, int]:
         """(which candidate, how many of its tokens) to verify. Each candidate is
         the list of its draft tokens' sources; k = 0 means decode plainly."""

@@ -88,3 +88,16 @@ def eager_engine(llm, invariance):
 
     llm.reset()
     return SpeculativeEngine(llm, invariance=invariance, adaptive=False)
+
+
+@pytest.fixture()
+def invariance_cache_dir(tmp_path, monkeypatch):
+    """An empty per-test cache (NGRAMSPEC_CACHE_DIR under tmp_path) and no cost curve
+    remembered in this process: the directory where invariance_cache stores its files
+    (not created until something is stored)."""
+    from ngramspec import invariance_cache
+
+    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
+    invariance_cache._process_priors.clear()
+    yield tmp_path / "invariance"
+    invariance_cache._process_priors.clear()

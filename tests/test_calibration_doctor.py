@@ -5,26 +5,16 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 from ngramspec import cli, invariance_cache
 from ngramspec.costcurve import STATISTIC, CostCurveResult, prior_curve
-
-
-@pytest.fixture()
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
-    invariance_cache._process_priors.clear()
-    yield tmp_path / "invariance"
-    invariance_cache._process_priors.clear()
 
 
 def doctor(path, *extra):
     return cli.main(["doctor", "--model", path, "--max-batch", "4", "--n-ctx", "256", *extra])
 
 
-def stored_curve(cache):
-    files = list(cache.glob("*.json"))
+def stored_curve(invariance_cache_dir):
+    files = list(invariance_cache_dir.glob("*.json"))
     assert len(files) == 1
     return json.loads(files[0].read_text()).get("cost_curve")
 
@@ -41,13 +31,13 @@ def fake_measure(passes):
     return measure, calls
 
 
-def test_doctor_says_measured_then_cached_then_recalibrates(smollm2_path, cache, capsys, monkeypatch):
+def test_doctor_says_measured_then_cached_then_recalibrates(smollm2_path, invariance_cache_dir, capsys, monkeypatch):
     measure, calls = fake_measure(True)
     monkeypatch.setattr(invariance_cache, "_default_measure", measure)
     assert doctor(smollm2_path) == 0
     out = capsys.readouterr().out
     assert "cost curve in use: measured now" in out and "stored in" in out and len(calls) == 1
-    first = stored_curve(cache)["measured_at"]
+    first = stored_curve(invariance_cache_dir)["measured_at"]
 
     assert doctor(smollm2_path) == 0
     out = capsys.readouterr().out
@@ -57,10 +47,11 @@ def test_doctor_says_measured_then_cached_then_recalibrates(smollm2_path, cache,
     assert doctor(smollm2_path, "--recalibrate") == 0
     out = capsys.readouterr().out
     assert "cost curve in use: measured now" in out and len(calls) == 2
-    assert stored_curve(cache)["measured_at"] > first
+    assert stored_curve(invariance_cache_dir)["measured_at"] > first
 
 
-def test_doctor_recalibrate_on_a_busy_machine_says_prior_and_why(smollm2_path, cache, capsys, monkeypatch):
+def test_doctor_recalibrate_on_a_busy_machine_says_prior_and_why(smollm2_path, invariance_cache_dir, capsys,
+                                                                 monkeypatch):
     good, _ = fake_measure(True)
     monkeypatch.setattr(invariance_cache, "_default_measure", good)
     assert doctor(smollm2_path) == 0
@@ -71,10 +62,10 @@ def test_doctor_recalibrate_on_a_busy_machine_says_prior_and_why(smollm2_path, c
     out = capsys.readouterr().out
     assert "cost curve in use: prior r(B) = 1 + 0.6 (B - 1), because test: the machine was busy" in out
     assert "not stored" in out and len(calls) == 1
-    assert stored_curve(cache) is None        # the old entry is replaced, by nothing
+    assert stored_curve(invariance_cache_dir) is None        # the old entry is replaced, by nothing
 
 
-def test_doctor_recalibrate_measures_for_real(smollm2_path, cache, capsys):
+def test_doctor_recalibrate_measures_for_real(smollm2_path, invariance_cache_dir, capsys):
     assert doctor(smollm2_path, "--recalibrate") == 0
     out = capsys.readouterr().out
     assert "verify cost, relative to one token:  B=1:1.00  B=2:" in out
@@ -82,6 +73,6 @@ def test_doctor_recalibrate_measures_for_real(smollm2_path, cache, capsys):
     assert "verdict: exact speculation POSSIBLE" in out
 
 
-def test_doctor_rejects_a_bad_max_batch(smollm2_path, cache, capsys):
+def test_doctor_rejects_a_bad_max_batch(smollm2_path, invariance_cache_dir, capsys):
     assert cli.main(["doctor", "--model", smollm2_path, "--max-batch", "0"]) == 2
     assert "--max-batch" in capsys.readouterr().err

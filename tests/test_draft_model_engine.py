@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-llama_cpp = pytest.importorskip("llama_cpp")
+pytest.importorskip("llama_cpp")
 
 import ngramspec  # noqa: E402
+from _loaders import load_llama  # noqa: E402
 from ngramspec import SpeculativeEngine, _llama  # noqa: E402
 from ngramspec.model_proposer import DraftModelProposer  # noqa: E402
 from ngramspec.sampling import SamplingParams, target_distribution  # noqa: E402
@@ -22,18 +23,12 @@ from ngramspec.sampling import SamplingParams, target_distribution  # noqa: E402
 if "draft_model" not in __import__("inspect").signature(SpeculativeEngine.__init__).parameters:
     pytest.skip("SpeculativeEngine has no draft_model= yet (issue 20 integration)", allow_module_level=True)
 
-N_CTX = 512
 PROMPTS = ["def fibonacci(n):\n", "The three primary colors are", "import numpy as np\n\ndef mean(xs):\n"]
-
-
-def _load(path: str):
-    # One thread: on an oversubscribed CPU two threads spin at ggml's barrier.
-    return llama_cpp.Llama(path, n_ctx=N_CTX, n_threads=1, n_threads_batch=1, seed=0, verbose=False)
 
 
 @pytest.fixture(scope="module")
 def target(smollm2_path):
-    m = _load(smollm2_path)
+    m = load_llama(smollm2_path)
     yield m
     m.close()
 
@@ -48,7 +43,7 @@ def invariance(target):
 
 @pytest.fixture(scope="module")
 def draft(smollm2_path):
-    m = _load(smollm2_path)
+    m = load_llama(smollm2_path)
     yield m
     m.close()
 
@@ -87,7 +82,7 @@ def test_wrap_with_draft_model_is_plain_greedy(target, draft, invariance):
 
 
 def test_engine_rejects_an_incompatible_draft(target, smollm2_path):
-    short = llama_cpp.Llama(smollm2_path, n_ctx=256, n_threads=1, verbose=False)
+    short = load_llama(smollm2_path, n_ctx=256)
     try:
         with pytest.raises(ValueError, match="context"):
             SpeculativeEngine(target, draft_model=short)

@@ -20,14 +20,6 @@ LOADED = {1: 2.83, 2: 2.08, 3: 3.06, 4: 11.7, 5: 6.68, 6: 5.56, 7: 8.92, 8: 6.21
 QUIET = {1: 1.0, 2: 0.99, 3: 1.3, 4: 1.56, 5: 1.9, 6: 2.2, 7: 2.6, 8: 3.04, 9: 3.4}
 
 
-@pytest.fixture()
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
-    invariance_cache._process_priors.clear()
-    yield tmp_path / "invariance"
-    invariance_cache._process_priors.clear()
-
-
 class CountingCheck:
     """The real check, counted."""
 
@@ -81,11 +73,11 @@ def entry(llm):
     return invariance_cache.cache_path(invariance_cache.fingerprint(llm))
 
 
-def test_second_load_reads_the_file_and_agrees(llm, cache):
+def test_second_load_reads_the_file_and_agrees(llm, invariance_cache_dir):
     check = CountingCheck()
     measure = FakeMeasure()
     first = invariance_cache.load_or_check(llm, 5, check=check, measure=measure)
-    assert check.calls == 1 and measure.calls == 1 and len(list(cache.glob("*.json"))) == 1
+    assert check.calls == 1 and measure.calls == 1 and len(list(invariance_cache_dir.glob("*.json"))) == 1
     assert curve_of(first).origin == "measured" and measure.sizes == [1, 2, 3, 4, 5]
     again = invariance_cache.load_or_check(llm, 5, check=check, measure=measure)
     assert check.calls == 1 and measure.calls == 1   # both from the file
@@ -102,14 +94,14 @@ def test_second_load_reads_the_file_and_agrees(llm, cache):
     assert check.calls == 2 and measure.calls == 2
 
 
-def test_the_curve_prices_only_exact_sizes(llm, cache):
+def test_the_curve_prices_only_exact_sizes(llm, invariance_cache_dir):
     measure = FakeMeasure()
     report = invariance_cache.load_or_check(llm, 9, check=FakeCheck(non_invariant={4, 8}), measure=measure)
     assert measure.sizes == [1, 2, 3, 5, 6, 7, 9]
     assert sorted(report.relative_costs()) == [1, 2, 3, 5, 6, 7, 9]
 
 
-def test_other_settings_or_model_files_get_their_own_entry(llm, smollm2_path, cache):
+def test_other_settings_or_model_files_get_their_own_entry(llm, smollm2_path, invariance_cache_dir):
     key = invariance_cache.fingerprint(llm)
     other = llama_cpp.Llama(smollm2_path, n_ctx=2048, n_threads=max(1, llm.context_params.n_threads + 1), seed=0,
                             verbose=False)
@@ -122,7 +114,7 @@ def test_other_settings_or_model_files_get_their_own_entry(llm, smollm2_path, ca
 
 
 @pytest.mark.parametrize("content", ["not json", "{}", '{"key": 1}', "[1, 2]"])
-def test_an_unreadable_or_foreign_file_is_measured_again(llm, cache, content):
+def test_an_unreadable_or_foreign_file_is_measured_again(llm, invariance_cache_dir, content):
     check = FakeCheck()
     path = entry(llm)
     path.parent.mkdir(parents=True)
@@ -132,7 +124,7 @@ def test_an_unreadable_or_foreign_file_is_measured_again(llm, cache, content):
     assert json.loads(path.read_text())["key"] == invariance_cache.fingerprint(llm)   # rewritten
 
 
-def stored(llm, cache, max_batch=9):
+def stored(llm, invariance_cache_dir, max_batch=9):
     """A valid entry (FakeCheck + a passing curve), returned as its parsed JSON."""
     invariance_cache.load_or_check(llm, max_batch, check=FakeCheck(), measure=FakeMeasure())
     return json.loads(entry(llm).read_text())
@@ -168,8 +160,8 @@ def set_row(data, b, field, value):
     lambda d: d["invariance"]["results"].append(list(d["invariance"]["results"][2])),   # a repeated size
     lambda d: d["invariance"]["results"].pop(4),                                       # a size missing
 ])
-def test_absurd_invariance_values_are_measured_again_and_rewritten(llm, cache, spoil):
-    data = stored(llm, cache)
+def test_absurd_invariance_values_are_measured_again_and_rewritten(llm, invariance_cache_dir, spoil):
+    data = stored(llm, invariance_cache_dir)
     spoil(data)
     write(llm, data)
     check = FakeCheck()
@@ -180,8 +172,8 @@ def test_absurd_invariance_values_are_measured_again_and_rewritten(llm, cache, s
     invariance_cache.parse_invariance(fresh["invariance"], check_sizes(9))   # the rewritten file is valid
 
 
-def test_infinite_seconds_no_longer_turn_speculation_off(llm, cache):
-    data = stored(llm, cache)
+def test_infinite_seconds_no_longer_turn_speculation_off(llm, invariance_cache_dir):
+    data = stored(llm, invariance_cache_dir)
     for row in data["invariance"]["results"]:
         row[4] = math.inf
     data["invariance"]["single_token_seconds"] = math.inf
@@ -195,8 +187,8 @@ def test_infinite_seconds_no_longer_turn_speculation_off(llm, cache):
     {"passed": False}, {"passed": "yes"}, {"measured_at": math.inf}, {"repeats": 0},
     {"relative": {"1": 1.0, "2": math.inf}}, {"relative": {"1": 1.0, "2": -1.5}},
 ])
-def test_absurd_curve_values_are_measured_again(llm, cache, change):
-    data = stored(llm, cache)
+def test_absurd_curve_values_are_measured_again(llm, invariance_cache_dir, change):
+    data = stored(llm, invariance_cache_dir)
     data["cost_curve"].update(change)
     write(llm, data)
     measure = FakeMeasure()
@@ -207,14 +199,14 @@ def test_absurd_curve_values_are_measured_again(llm, cache, change):
 
 # -- issue 16: a load-spoiled curve -------------------------------------------
 
-def inject_loaded_curve(llm, cache):
-    data = stored(llm, cache)
+def inject_loaded_curve(llm, invariance_cache_dir):
+    data = stored(llm, invariance_cache_dir)
     data["cost_curve"]["relative"] = {str(b): r for b, r in LOADED.items()}   # otherwise a perfect entry
     write(llm, data)
 
 
-def test_a_load_spoiled_curve_in_the_file_is_not_trusted(llm, cache):
-    inject_loaded_curve(llm, cache)
+def test_a_load_spoiled_curve_in_the_file_is_not_trusted(llm, invariance_cache_dir):
+    inject_loaded_curve(llm, invariance_cache_dir)
     measure = FakeMeasure()
     report = invariance_cache.load_or_check(llm, 9, check=FakeCheck(), measure=measure)
     assert measure.calls == 1 and curve_of(report).origin == "measured"
@@ -224,8 +216,8 @@ def test_a_load_spoiled_curve_in_the_file_is_not_trusted(llm, cache):
     assert stored_now == {str(b): QUIET[b] for b in range(1, 10)}
 
 
-def test_when_measuring_again_fails_too_the_prior_is_used_and_nothing_is_stored(llm, cache):
-    inject_loaded_curve(llm, cache)
+def test_when_measuring_again_fails_too_the_prior_is_used_and_nothing_is_stored(llm, invariance_cache_dir):
+    inject_loaded_curve(llm, invariance_cache_dir)
     failing = FakeMeasure(passes=False)
     report = invariance_cache.load_or_check(llm, 9, check=FakeCheck(), measure=failing)
     assert failing.calls == 1
@@ -243,8 +235,8 @@ def test_when_measuring_again_fails_too_the_prior_is_used_and_nothing_is_stored(
     assert ok.calls == 1 and "cost_curve" in json.loads(entry(llm).read_text())
 
 
-def test_a_load_spoiled_curve_is_replaced_by_a_real_measurement(llm, cache):
-    inject_loaded_curve(llm, cache)
+def test_a_load_spoiled_curve_is_replaced_by_a_real_measurement(llm, invariance_cache_dir):
+    inject_loaded_curve(llm, invariance_cache_dir)
     llm.reset()
     report = invariance_cache.load_or_check(llm, 4, check=FakeCheck())   # the real interleaved measurement
     curve = curve_of(report)
@@ -262,8 +254,8 @@ def test_a_load_spoiled_curve_is_replaced_by_a_real_measurement(llm, cache):
 
 # -- recalibrate ---------------------------------------------------------------
 
-def test_recalibrate_replaces_the_stored_curve(llm, cache):
-    stored(llm, cache)
+def test_recalibrate_replaces_the_stored_curve(llm, invariance_cache_dir):
+    stored(llm, invariance_cache_dir)
     before = json.loads(entry(llm).read_text())["cost_curve"]["measured_at"]
     time.sleep(0.01)
     check = FakeCheck()
@@ -275,8 +267,8 @@ def test_recalibrate_replaces_the_stored_curve(llm, cache):
     assert check.calls == 1 and measure.calls == 2
 
 
-def test_recalibrate_that_fails_drops_the_stored_curve(llm, cache):
-    stored(llm, cache)
+def test_recalibrate_that_fails_drops_the_stored_curve(llm, invariance_cache_dir):
+    stored(llm, invariance_cache_dir)
     report = invariance_cache.recalibrate(llm, 9, check=FakeCheck(), measure=FakeMeasure(passes=False))
     assert curve_of(report).origin == "prior"
     assert "cost_curve" not in json.loads(entry(llm).read_text())
@@ -284,14 +276,14 @@ def test_recalibrate_that_fails_drops_the_stored_curve(llm, cache):
 
 # -- the engine ------------------------------------------------------------------
 
-def test_engine_uses_the_cache_unless_told_not_to(smollm2_path, cache, monkeypatch):
+def test_engine_uses_the_cache_unless_told_not_to(smollm2_path, invariance_cache_dir, monkeypatch):
     model = llama_cpp.Llama(smollm2_path, n_ctx=256, seed=0, verbose=False)
     try:
         SpeculativeEngine(model, max_draft=4, invariance_cache=False).generate(PROMPTS["repetitive"], max_tokens=4)
-        assert not cache.exists()
+        assert not invariance_cache_dir.exists()
         eng = SpeculativeEngine(model, max_draft=4)
         gen = eng.generate(PROMPTS["repetitive"], max_tokens=24)
-        assert len(list(cache.glob("*.json"))) == 1
+        assert len(list(invariance_cache_dir.glob("*.json"))) == 1
         assert eng.invariance is not None and eng.invariance.cost_curve is not None
         assert eng.invariance.cost_curve.origin in ("measured", "prior")
         assert gen.tokens == plain_tokens(model, PROMPTS["repetitive"], 24)

@@ -12,6 +12,7 @@ import pytest
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
+from _loaders import N_CTX, load_llama  # noqa: E402
 from ngramspec import _llama, models  # noqa: E402
 from ngramspec.model_proposer import (  # noqa: E402
     DRAFT_STREAM,
@@ -30,26 +31,19 @@ from ngramspec.sampling import (  # noqa: E402
     verify_token,
 )
 
-N_CTX = 512
 PROMPTS = [b"def fibonacci(n):\n", b"The capital of France is"]
-
-
-def _load(path: str, n_ctx: int = N_CTX):
-    # One thread: on a shared, oversubscribed CPU two threads spin at ggml's barrier
-    # (a SmolLM2 token took 0.74 s with 2 threads and 0.055 s with 1 at load 11).
-    return llama_cpp.Llama(path, n_ctx=n_ctx, n_threads=1, n_threads_batch=1, seed=0, verbose=False)
 
 
 @pytest.fixture(scope="module")
 def target(smollm2_path):
-    m = _load(smollm2_path)
+    m = load_llama(smollm2_path)
     yield m
     m.close()
 
 
 @pytest.fixture(scope="module")
 def draft(smollm2_path):
-    m = _load(smollm2_path)
+    m = load_llama(smollm2_path)
     yield m
     m.close()
 
@@ -57,7 +51,7 @@ def draft(smollm2_path):
 @pytest.fixture(scope="module")
 def ref(smollm2_path):
     """A third Llama on the same file: plain greedy decoding from a cold cache."""
-    m = _load(smollm2_path)
+    m = load_llama(smollm2_path)
     yield m
     m.close()
 
@@ -236,7 +230,7 @@ def test_source_buckets_by_position(draft, target):
 
 
 def test_proposal_stops_at_the_context_end(smollm2_path):
-    small_target, small = _load(smollm2_path, n_ctx=64), _load(smollm2_path, n_ctx=64)
+    small_target, small = load_llama(smollm2_path, n_ctx=64), load_llama(smollm2_path, n_ctx=64)
     try:
         prop = DraftModelProposer(small, small_target)
         n_ctx = small.n_ctx()  # llama.cpp rounds 64 up; the draft decodes up to its real n_ctx
@@ -358,14 +352,14 @@ def test_same_llama_refused(target):
 
 
 def test_closed_llama(smollm2_path, target):
-    closed = _load(smollm2_path, n_ctx=64)
+    closed = load_llama(smollm2_path, n_ctx=64)
     closed.close()
     with pytest.raises(ValueError, match="draft_llm has been closed"):
         DraftModelProposer(closed, target)
 
 
 def test_closed_after_construction(smollm2_path, target):
-    d = _load(smollm2_path)
+    d = load_llama(smollm2_path)
     prop = DraftModelProposer(d, target)
     prop.begin(tok(target, PROMPTS[0]))
     d.close()
@@ -406,7 +400,7 @@ def test_bad_options(draft, target):
 
 
 def test_draft_context_shorter_than_target(smollm2_path, target):
-    short = _load(smollm2_path, n_ctx=256)
+    short = load_llama(smollm2_path, n_ctx=256)
     try:
         with pytest.raises(ValueError, match=r"draft model's context \(256 tokens\).*target's \(512\)"):
             DraftModelProposer(short, target)
@@ -426,7 +420,7 @@ def test_vocabulary_mismatch_names_both_sizes(target):
         qwen_path = models.fetch("qwen2.5-coder-0.5b")
     except models.ModelFetchError as e:  # pragma: no cover - offline machine without the model cached
         pytest.skip(f"Qwen2.5-Coder-0.5B not available: {e}")
-    qwen = llama_cpp.Llama(str(qwen_path), n_ctx=N_CTX, n_threads=1, verbose=False)
+    qwen = load_llama(str(qwen_path))
     try:
         with pytest.raises(ValueError, match=r"151936 tokens and the target's has 49152"):
             DraftModelProposer(qwen, target)

@@ -44,6 +44,29 @@ def _load(model: str, n_ctx: int, threads: int | None, seed: int | None = None) 
     return load_llama(model, n_ctx=n_ctx, seed=0 if seed is None else seed, n_threads=threads)
 
 
+def _read_text(path: str | None, what: str, *, blank_is_empty: bool, allow_empty: bool = False) -> str:
+    """The text of the file at ``path``, or of stdin when ``path`` is None, strictly
+    UTF-8 whatever the locale (a C locale would smuggle bad bytes in as surrogates).
+    ``what`` ("prompt", "prediction") names the input in every error. Empty text is
+    an error unless ``allow_empty``; with ``blank_is_empty``, so is whitespace only."""
+    if path is None:
+        try:
+            raw = getattr(sys.stdin, "buffer", None)
+            text = raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
+        except UnicodeDecodeError as e:
+            raise UserError(f"the {what} on stdin is not UTF-8 text: {e}") from None
+    else:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise UserError(f"cannot read {what} file: {e}") from None
+        except UnicodeDecodeError as e:
+            raise UserError(f"{what} file {path} is not UTF-8 text: {e}") from None
+    if not allow_empty and not (text.strip() if blank_is_empty else text):
+        raise UserError(f"the {what} on stdin is empty" if path is None else f"{what} file {path} is empty")
+    return text
+
+
 def _read_prompt(args: argparse.Namespace) -> str:
     """The prompt: --file, the argument, or stdin ("-", or piped in with no argument).
     With no prompt at all (no argument, nothing piped in) it is DEFAULT_PROMPT; a
@@ -51,25 +74,12 @@ def _read_prompt(args: argparse.Namespace) -> str:
     if args.file is not None:
         if args.prompt is not None:
             raise UserError("give the prompt as text or with --file, not both")
-        try:
-            text = Path(args.file).read_text(encoding="utf-8")
-        except OSError as e:
-            raise UserError(f"cannot read prompt file: {e}") from None
-        except UnicodeDecodeError as e:
-            raise UserError(f"prompt file {args.file} is not UTF-8 text: {e}") from None
-        if not text.strip():
-            raise UserError(f"prompt file {args.file} is empty")
-        return text
+        return _read_text(args.file, "prompt", blank_is_empty=True)
     if args.prompt == "-" or (args.prompt is None and not sys.stdin.isatty()):
-        try:  # strictly UTF-8, whatever the locale (a C locale would smuggle bad bytes in as surrogates)
-            raw = getattr(sys.stdin, "buffer", None)
-            text = raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
-        except UnicodeDecodeError as e:
-            raise UserError(f"stdin is not UTF-8 text: {e}") from None
+        # Piped in without "-": an empty pipe means no prompt (the default), not an error.
+        text = _read_text(None, "prompt", blank_is_empty=True, allow_empty=args.prompt is None)
         if text.strip():
             return text
-        if args.prompt == "-":
-            raise UserError("the prompt on stdin is empty")
     if args.prompt is None:
         return DEFAULT_PROMPT
     prompt: str = args.prompt
@@ -80,30 +90,14 @@ def _read_prompt(args: argparse.Namespace) -> str:
 
 def _read_prediction(args: argparse.Namespace) -> str | None:
     """--prediction FILE, or - for stdin: the expected output (OpenAI's predicted
-    outputs). stdin cannot carry both the prompt and the prediction."""
+    outputs; whitespace alone is a valid one). stdin cannot carry both the prompt
+    and the prediction."""
     if args.prediction is None:
         return None
-    if args.prediction == "-":
-        if args.prompt == "-":
-            raise UserError("stdin cannot be both the prompt and the prediction: give the prompt as text or "
-                            "with --file when the prediction comes from stdin (--prediction -)")
-        try:
-            raw = getattr(sys.stdin, "buffer", None)
-            text = raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
-        except UnicodeDecodeError as e:
-            raise UserError(f"the prediction on stdin is not UTF-8 text: {e}") from None
-        if not text:
-            raise UserError("the prediction on stdin is empty")
-        return text
-    try:
-        text = Path(args.prediction).read_text(encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"cannot read prediction file: {e}") from None
-    except UnicodeDecodeError as e:
-        raise UserError(f"prediction file {args.prediction} is not UTF-8 text: {e}") from None
-    if not text:
-        raise UserError(f"prediction file {args.prediction} is empty")
-    return text
+    if args.prediction == "-" and args.prompt == "-":
+        raise UserError("stdin cannot be both the prompt and the prediction: give the prompt as text or "
+                        "with --file when the prediction comes from stdin (--prediction -)")
+    return _read_text(None if args.prediction == "-" else args.prediction, "prediction", blank_is_empty=False)
 
 
 def _stats_line(spec: dict[str, Any]) -> str:

@@ -87,7 +87,7 @@ class ServeOptions:
     exact: bool = True                 # verify only with bit-exact batch sizes (README: fast mode)
     max_draft: Optional[int] = None    # SpeculativeEngine's max_draft (None: its default)
     max_queue: int = DEFAULT_MAX_QUEUE  # completion requests running or waiting; the next gets 503
-    warmup: bool = True                # one tiny generation before listening (the engine's first-use work)
+    warmup: bool = True                # before listening: the engine's first-use work, a first decode
     memory: Optional[str] = None       # `--memory FILE`: loaded at start if it exists, saved at exit
 
     def engine_options(self) -> Dict[str, Any]:
@@ -553,34 +553,42 @@ def create_app(server_settings: Any, model_settings: Any, options: Optional[Serv
 
 
 def _wrap(llm: Any, options: ServeOptions) -> Any:
-    wrapper = wrap(llm, **options.engine_options())
-    if options.warmup:
-        _warm_up(wrapper)   # before the memory is attached: its "Hello" is nobody's text
-    if options.memory is not None:
+    """The server's one wrapper (one engine), warmed up unless ``--warmup false``."""
+    memory, path = None, options.memory
+    if path is not None:
         # One memory for every request of this server: sharing across its users is
         # what `--memory` asks for (README, Memory). Saved atomically at exit.
-        import atexit
-
         from .memory import Memory
 
-        path = options.memory
-        mem = Memory.load(path) if os.path.exists(path) else Memory()
-        wrapper = wrap(llm, memory=mem, **options.engine_options())
-        atexit.register(mem.save, path)
+        memory = Memory.load(path) if os.path.exists(path) else Memory()
+        # The tokenizer check, before anything is built or measured: a memory of another
+        # tokenizer fails startup here (TokenizerMismatchError, one line from main).
+        memory.bind(llm)
+    wrapper = wrap(llm, memory=memory, **options.engine_options())
+    if options.warmup:
+        _warm_up(wrapper)
+    if memory is not None and path is not None:
+        import atexit
+
+        atexit.register(memory.save, path)
     return wrapper
 
 
 def _warm_up(wrapper: Any) -> None:
-    """One 1-token greedy completion before the server listens, so that the engine's
-    first-use work (the batch-invariance check and cost curve, unless cached on disk)
-    is not paid by the first request; then the context is cleared, so the first
-    request starts cold, as on a fresh Llama."""
+    """Before the server listens: the engine's first-use work (the verify plan: the
+    batch-invariance check and cost curve, unless cached on disk) and a first decode
+    on the Llama itself ("Hello", evaluated: the model's weights paged in), so that
+    neither is paid by the first request; then the context is cleared, so the first
+    request starts cold, as on a fresh Llama. Nothing is generated through the
+    engine, so the warm-up's text never reaches a ``--memory``: no second wrapper."""
     t0 = time.perf_counter()
+    llm = wrapper.llm
     try:
-        wrapper.create_completion("Hello", max_tokens=1, temperature=0)
+        wrapper.engine.prepare()
+        llm.eval(llm.tokenize(b"Hello"))
     except Exception as e:  # the requests will say what is wrong; the server still starts
         print(f"ngramspec: warm-up failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-    wrapper.llm.reset()
+    llm.reset()
     print(f"ngramspec: warmed up in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
 
@@ -604,9 +612,9 @@ def build_parser() -> argparse.ArgumentParser:
     ours.add_argument("--max_queue", dest="max_queue", type=int, default=DEFAULT_MAX_QUEUE,
                       help=f"completion requests running or waiting; more get 503 (default: {DEFAULT_MAX_QUEUE})")
     ours.add_argument("--warmup", dest="warmup", type=_parse_bool_arg, default=True,
-                      help="before listening, generate one token, so the engine's first-use measurements "
-                           "(batch invariance, cost curve; cached on disk) are not paid by the first request "
-                           "(default: true)")
+                      help="before listening, build the engine's verify plan and decode a first token, so the "
+                           "engine's first-use measurements (batch invariance, cost curve; cached on disk) are "
+                           "not paid by the first request (default: true)")
     ours.add_argument("--memory", dest="memory", default=None, metavar="FILE",
                       help="a Memory of earlier requests shared by every request of this server: loaded from FILE "
                            "if it exists, saved there at exit (README, Memory)")

@@ -555,10 +555,40 @@ def test_gate_probes_a_refused_draft_once_per_interval():
     allowed = np.ones(10, dtype=bool)
     policy = _FakePolicy([0.0, 0.0, 0.9, 0.9, 0.9])
     gate = CostlyGate(probe_interval=32, probe_tokens=4)
-    as_big = _FakeDraft(size_ratio=1.0)  # as costly as the target: never pays
-    calls = [gate.plan(as_big, policy, allowed, 8) for _ in range(100)]
+    # Cheap, but refused: the other proposers offer more this pass -> one probe per interval.
+    cheap = _FakeDraft(size_ratio=0.01)
+    calls = [gate.plan(cheap, policy, allowed, 8, 50.0) for _ in range(100)]
     assert [i for i, n in enumerate(calls) if n] == [31, 63, 95]
     assert set(calls) == {0, 4} and gate.probes == 3 and gate.refusals == 100
+
+
+def test_gate_probes_only_within_its_budget_of_decode_time():
+    from ngramspec.model_proposer import CATCHUP_SHARE, PROBE_BUDGET, CostlyGate
+
+    allowed = np.ones(10, dtype=bool)
+    policy = _FakePolicy([0.0, 0.0, 0.9, 0.9, 0.9])
+    # As costly as the target: a 4-token probe costs 4 target tokens, so it waits
+    # until the refused passes since the last call are worth 4 / PROBE_BUDGET of them.
+    gate = CostlyGate(probe_interval=32, probe_tokens=4)
+    as_big = _FakeDraft(size_ratio=1.0)
+    calls = [gate.plan(as_big, policy, allowed, 8) for _ in range(200)]
+    wait = int(np.ceil(4 / PROBE_BUDGET))
+    assert [i for i, n in enumerate(calls) if n] == [wait - 1, 2 * wait - 1]
+    # A draft model that has not seen the prompt yet pays its catch-up in the probe.
+    behind = _FakeDraft(size_ratio=0.1)
+    behind.pending_tokens = lambda: 1000
+    gate = CostlyGate(probe_interval=32, probe_tokens=4)
+    calls = [gate.plan(behind, policy, allowed, 8, 50.0) for _ in range(1000)]
+    first = [i for i, n in enumerate(calls) if n][0]
+    assert first + 1 == int(np.ceil(0.1 * (4 + CATCHUP_SHARE * 1000) / PROBE_BUDGET))
+    # Timed: its measured seconds (catch-up included) price the probe.
+    policy.cost.single_seconds = 0.01
+    timed = _FakeDraft(seconds_per_token=0.01)   # a probe of 4 tokens = 4 target tokens
+    gate = CostlyGate(probe_interval=32, probe_tokens=4)
+    calls = [gate.plan(timed, policy, allowed, 8, 50.0) for _ in range(100)]
+    assert [i for i, n in enumerate(calls) if n] == [wait - 1]
+    with pytest.raises(ValueError):
+        CostlyGate(probe_budget=0)
 
 
 def test_gate_without_a_cost_model_always_calls():

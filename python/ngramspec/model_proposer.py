@@ -62,8 +62,9 @@ from . import _llama
 from .proposer import EMPTY_TOKENS, Proposal
 from .sampling import SamplingParams, position_uniform, sample, target_distribution
 
-__all__ = ["DEFAULT_DRAFT_PRIOR", "DRAFT_STREAM", "N_DRAFT_BUCKETS", "PROBE_INTERVAL", "CostlyGate",
-           "DraftModelProposer", "as_draft_proposer", "check_compatible", "load_draft_model", "memory_report"]
+__all__ = ["CATCHUP_SHARE", "DEFAULT_DRAFT_PRIOR", "DRAFT_STREAM", "N_DRAFT_BUCKETS", "PROBE_BUDGET", "PROBE_INTERVAL",
+           "CostlyGate", "DraftModelProposer", "as_draft_proposer", "check_compatible", "load_draft_model",
+           "memory_report"]
 
 # The stream of position_uniform the draft model samples with. The target's
 # verification uses stream 0 (plain draws, residual and bonus tokens) and stream 1
@@ -76,6 +77,17 @@ _EMA = 0.2
 # passes, so that it is noticed when the text becomes one it drafts well.
 PROBE_INTERVAL = 32
 PROBE_TOKENS = 4
+# ... and only when the probe's expected cost (its catch-up of the text the draft
+# model has not seen included) is at most PROBE_BUDGET of the target decode time
+# since the proposer was last called. Measured without it (Qwen2.5-Coder-0.5B
+# drafting for the 1.5B, 2 threads, bench/results/draft-model-qwen2.5-coder-1.5b.md):
+# one probe per short generation cost 8-15% of its decode time, almost all of it the
+# draft model's prefill of the prompt.
+PROBE_BUDGET = 0.05
+# Before a catch-up was timed: a prompt token in a catch-up batch is priced at this
+# share of a decoded draft token (batched prefill on a CPU runs several times
+# faster per token than decoding; a guess on the dear side, so probes wait).
+CATCHUP_SHARE = 0.25
 # Catch-ups longer than this (after the policy skipped the draft model for a while,
 # or a long prompt prefilled lazily) are timed apart from the per-token average.
 _SHORT_CATCHUP = 2
@@ -288,6 +300,10 @@ class DraftModelProposer:
     def _pending(self) -> int:
         """True tokens the draft cache still lacks."""
         return len(self._text or ()) - self._agree
+
+    def pending_tokens(self) -> int:
+        """Tokens of the text the draft model has not evaluated yet (the next call's catch-up)."""
+        return self._pending()
 
     def _roll_back(self, pos: int, always: bool = False) -> None:
         llm = self.draft
@@ -512,9 +528,14 @@ class CostlyGate:
     measured one-token time (before that is known, ``size_ratio`` x k). The
     proposer is called for the k with the best score if that score beats
     ``best_other`` (the best the other proposers offer this pass; plain decoding
-    scores 1). Otherwise it is refused, and a refused proposer is called at most
-    once every ``probe_interval`` passes (``PROBE_TOKENS`` tokens), so its
-    acceptance (verified or scored in hindsight) and its cost stay current.
+    scores 1). Otherwise it is refused, and a refused proposer is probed
+    (``probe_tokens`` tokens), so that its acceptance (verified or scored in
+    hindsight) and its cost stay current, at most once every ``probe_interval``
+    passes, and only once the probe's expected cost, catch-up included, is at most
+    ``probe_budget`` of the target time since the proposer was last called (each
+    refused pass counted as one target token, which no pass costs less than): a
+    refused draft model costs at most that share of decode time, however short the
+    generations.
     The policy is read through its public pricing API only: ``cost`` (``costs``,
     ``single_seconds``), ``acceptance_of(source)`` and, to price the other
     proposals, ``score(sources, allowed)`` (``CostAwarePolicy``). Without a cost
@@ -524,11 +545,15 @@ class CostlyGate:
     and costs only, never the draft tokens or their q, so whether and how much
     of a sampled draft is verified does not depend on the sampled values."""
 
-    def __init__(self, probe_interval: int = PROBE_INTERVAL, probe_tokens: int = PROBE_TOKENS) -> None:
+    def __init__(self, probe_interval: int = PROBE_INTERVAL, probe_tokens: int = PROBE_TOKENS,
+                 probe_budget: float = PROBE_BUDGET) -> None:
         if probe_interval < 1 or probe_tokens < 1:
             raise ValueError("probe_interval and probe_tokens must be >= 1")
+        if not probe_budget > 0:
+            raise ValueError(f"probe_budget must be > 0, got {probe_budget!r}")
         self.probe_interval = int(probe_interval)
         self.probe_tokens = int(probe_tokens)
+        self.probe_budget = float(probe_budget)
         self.refused = 0      # passes since the proposer was last called
         self.calls = 0
         self.probes = 0
@@ -572,14 +597,24 @@ class CostlyGate:
         self.refused += 1
         self.refusals += 1
         if self.refused >= self.probe_interval:
-            self.refused = 0
-            self.probes += 1
-            self.calls += 1
             n = min(k, self.probe_tokens)
             while n > 0 and not (n + 1 < len(allowed) and allowed[n + 1]):
                 n -= 1
-            return n
+            if n and self.probe_cost(proposer, n, single) <= self.probe_budget * self.refused:
+                self.refused = 0
+                self.probes += 1
+                self.calls += 1
+                return n
         return 0
+
+    @staticmethod
+    def probe_cost(proposer: Any, n: int, single: float) -> float:
+        """What asking ``proposer`` for ``n`` tokens now costs, in target-token decodes."""
+        seconds = proposer.expected_seconds(n)
+        if seconds is not None and single > 0:
+            return float(seconds) / single
+        pending = proposer.pending_tokens() if hasattr(proposer, "pending_tokens") else 0
+        return float(proposer.size_ratio) * (n + CATCHUP_SHARE * pending)
 
     def new_generation(self) -> None:
         self.refused = 0

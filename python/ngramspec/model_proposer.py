@@ -525,7 +525,8 @@ class CostlyGate:
     (the policy's acceptance per source; the bonus token counts 1), are divided
     by what the pass costs in single-token target decodes: r(k + 1) for the
     verify batch plus the draft's ``expected_seconds(k)`` over the target's
-    measured one-token time (before that is known, ``size_ratio`` x k). The
+    measured one-token time (``call_cost``; before those are known, ``size_ratio``
+    x (k + CATCHUP_SHARE x the tokens the draft model has not seen)). The
     proposer is called for the k with the best score if that score beats
     ``best_other`` (the best the other proposers offer this pass; plain decoding
     scores 1). Otherwise it is refused, and a refused proposer is probed
@@ -585,8 +586,7 @@ class CostlyGate:
             reach *= acceptance_of(sources[j - 1])
             expected += reach
             if j + 1 < len(allowed) and allowed[j + 1]:
-                seconds = proposer.expected_seconds(j)
-                draft_cost = proposer.size_ratio * j if seconds is None or not single > 0 else seconds / single
+                draft_cost = self.call_cost(proposer, j, single)
                 score = expected / (costs[j + 1] + draft_cost)
                 if score > best:
                     best_k, best = j, score
@@ -600,7 +600,7 @@ class CostlyGate:
             n = min(k, self.probe_tokens)
             while n > 0 and not (n + 1 < len(allowed) and allowed[n + 1]):
                 n -= 1
-            if n and self.probe_cost(proposer, n, single) <= self.probe_budget * self.refused:
+            if n and self.call_cost(proposer, n, single) <= self.probe_budget * self.refused:
                 self.refused = 0
                 self.probes += 1
                 self.calls += 1
@@ -608,8 +608,11 @@ class CostlyGate:
         return 0
 
     @staticmethod
-    def probe_cost(proposer: Any, n: int, single: float) -> float:
-        """What asking ``proposer`` for ``n`` tokens now costs, in target-token decodes."""
+    def call_cost(proposer: Any, n: int, single: float) -> float:
+        """What asking ``proposer`` for ``n`` tokens now costs, in target-token decodes:
+        its ``expected_seconds`` (catch-up included) over the target's one-token time;
+        before either is measured, ``size_ratio`` x (n + CATCHUP_SHARE x the tokens it
+        has not seen)."""
         seconds = proposer.expected_seconds(n)
         if seconds is not None and single > 0:
             return float(seconds) / single

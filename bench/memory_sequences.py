@@ -326,7 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"memory-{Path(args.model).stem}" + ("-quick" if q else "")
+    model_name = Path(args.model).name   # a model name ("qwen2.5-coder-0.5b") or a GGUF path
+    model_name = model_name[: -len(".gguf")] if model_name.endswith(".gguf") else model_name
+    stem = f"memory-{model_name}" + ("-quick" if q else "")
     for r in range(args.rounds):
         for name in names:
             rows += run_sequence(build[name](), llm, chat, invariance, args.n_ctx, rotate=r, progress=True)

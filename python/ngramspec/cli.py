@@ -263,7 +263,7 @@ def _doctor(args: argparse.Namespace) -> int:
     build_amx = "AMX" in info
     print(f"AMX: CPU {'has' if cpu_amx else 'lacks'} it; "
           f"this llama.cpp build {'uses' if build_amx else 'does not use'} it"
-          + ("  -> HAZARD: native AMX builds crash on this CPU (FACTS.md §1); rebuild with "
+          + ("  -> HAZARD: native AMX builds crash on this CPU (README, 'Set up and run'); rebuild with "
              "scripts/install_llama_cpp.py" if cpu_amx and build_amx else "  -> ok"))
     if args.max_batch < 1:
         raise UserError("--max-batch must be >= 1")

@@ -502,9 +502,15 @@ class DraftModelProposer:
 def as_draft_proposer(draft_model: Any, target_llm: Any, **options: Any) -> DraftModelProposer:
     """``SpeculativeEngine(draft_model=...)``'s argument as a proposer: a
     ``DraftModelProposer`` (built for this target), a ``llama_cpp.Llama``, or a
-    GGUF path / model name (loaded with ``load_draft_model``)."""
+    GGUF path / model name (loaded with ``load_draft_model``). The prompt is
+    evaluated lazily (``lazy_prefill``), at the draft model's first call: the
+    engine's gate prices that catch-up, so a draft model it never calls costs
+    nothing. Measured with eager prefill (Qwen2.5-Coder-0.5B for the 1.5B, 2
+    threads): the draft's prompt prefill alone cost 7-13% of decode time on
+    generations where the gate never called it."""
+    options.setdefault("lazy_prefill", True)
     if isinstance(draft_model, DraftModelProposer):
-        if options:
+        if set(options) - {"lazy_prefill"}:
             raise TypeError("options apply when the draft model is a Llama or a path, not a DraftModelProposer")
         if draft_model.target is not target_llm:
             raise ValueError("this DraftModelProposer was built for another target Llama")

@@ -506,8 +506,9 @@ def as_draft_proposer(draft_model: Any, target_llm: Any, **options: Any) -> Draf
     evaluated lazily (``lazy_prefill``), at the draft model's first call: the
     engine's gate prices that catch-up, so a draft model it never calls costs
     nothing. Measured with eager prefill (Qwen2.5-Coder-0.5B for the 1.5B, 2
-    threads): the draft's prompt prefill alone cost 7-13% of decode time on
-    generations where the gate never called it."""
+    threads, six quick workloads): the time to the first token was 2.0-2.2x
+    model-free ngramspec's (grounded_qa 32.9 s against 14.8 s), on generations
+    where the gate then never called the draft model; lazily, it is the same."""
     options.setdefault("lazy_prefill", True)
     if isinstance(draft_model, DraftModelProposer):
         if set(options) - {"lazy_prefill"}:

@@ -81,8 +81,8 @@ PROBE_TOKENS = 4
 # model has not seen included) is at most PROBE_BUDGET of the target decode time
 # since the proposer was last called. Measured without it (Qwen2.5-Coder-0.5B
 # drafting for the 1.5B, 2 threads, bench/results/draft-model-qwen2.5-coder-1.5b.md):
-# one probe per short generation cost 8-15% of its decode time, almost all of it the
-# draft model's prefill of the prompt.
+# one probe per short generation (3-5 s of decode) cost 8-17% of its decode time:
+# the draft model's catch-up of the text since its last call plus four draft decodes.
 PROBE_BUDGET = 0.05
 # Before a catch-up was timed: a prompt token in a catch-up batch is priced at this
 # share of a decoded draft token (batched prefill on a CPU runs several times

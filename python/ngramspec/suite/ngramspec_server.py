@@ -31,7 +31,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from .server import ServerError, _free_port
+from .server import ServerError, ServerProcess, _free_port
 
 METHOD = "ngramspec serve"
 
@@ -39,7 +39,7 @@ METHOD = "ngramspec serve"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-class NgramspecServer:
+class NgramspecServer(ServerProcess):
     """``ngramspec serve`` on a free loopback port, for one model.
 
     model: the GGUF path (the suite's). n_ctx, threads, threads_batch: the suite's
@@ -48,6 +48,8 @@ class NgramspecServer:
     only in errors. Raises ServerError if it exits or is not healthy within
     ``startup_timeout_s`` (model load plus the engine's warm-up, which may measure
     the batch invariance and cost curve once per machine)."""
+
+    stop_timeout_s = 15.0   # uvicorn finishes a request in flight before it exits
 
     def __init__(self, model: str, n_ctx: int, threads: int, threads_batch: int | None = None, *,
                  startup_timeout_s: float = 600.0, python: str | None = None,
@@ -109,19 +111,4 @@ class NgramspecServer:
                 "usage": out.get("usage", {}), "speculative": out.get("speculative", {}),
                 "finish_reason": out["choices"][0].get("finish_reason")}
 
-    def peak_rss_mib(self) -> float | None:
-        """The server process's peak resident memory so far (Linux only)."""
-        from .rss import vmhwm_mib
 
-        return vmhwm_mib(self.proc.pid)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if not self.log.closed:
-            self.log.close()

@@ -37,7 +37,32 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class LlamaServer:
+class ServerProcess:
+    """A benchmarked server running as a child process, logging to ``log``."""
+
+    proc: subprocess.Popen[Any]
+    log: Any
+    stop_timeout_s = 10.0
+
+    def peak_rss_mib(self) -> float | None:
+        """The server process's peak resident memory so far (Linux only)."""
+        from .rss import vmhwm_mib
+
+        return vmhwm_mib(self.proc.pid)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if not self.log.closed:
+            self.log.close()
+
+
+class LlamaServer(ServerProcess):
     """binary: path to llama-server. mode: a --spec-type, "none", or "draft" (with
     ``draft``, the draft model's GGUF path)."""
 
@@ -86,18 +111,4 @@ class LlamaServer:
             out: dict[str, Any] = json.loads(r.read())
             return out
 
-    def peak_rss_mib(self) -> float | None:
-        """The server process's peak resident memory so far (Linux only)."""
-        from .rss import vmhwm_mib
 
-        return vmhwm_mib(self.proc.pid)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()

@@ -587,6 +587,21 @@ def test_gate_probes_only_within_its_budget_of_decode_time():
     gate = CostlyGate(probe_interval=32, probe_tokens=4)
     calls = [gate.plan(timed, policy, allowed, 8, 50.0) for _ in range(100)]
     assert [i for i, n in enumerate(calls) if n] == [wait - 1]
+    # Across short generations: a probe must also fit this generation's budget, so
+    # 40-pass generations never carry the 4-token probe of a draft as dear as the target...
+    gate = CostlyGate(probe_interval=32, probe_tokens=4)
+    calls = []
+    for _ in range(5):
+        gate.new_generation()
+        calls += [gate.plan(as_big, policy, allowed, 8) for _ in range(40)]
+    assert not any(calls) and gate.refused == 200
+    # ... while a cheap one is still probed once per interval.
+    gate = CostlyGate(probe_interval=32, probe_tokens=4)
+    calls = []
+    for _ in range(3):
+        gate.new_generation()
+        calls += [gate.plan(_FakeDraft(size_ratio=0.01), policy, allowed, 8, 50.0) for _ in range(40)]
+    assert [i for i, n in enumerate(calls) if n] == [31, 63, 95]
     with pytest.raises(ValueError):
         CostlyGate(probe_budget=0)
 

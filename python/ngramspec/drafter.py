@@ -60,6 +60,9 @@ class Drafter:
     def begin(self, prompt: Sequence[int]) -> None:
         for p in self.proposers:
             p.begin(prompt)
+        for g in self._gates:
+            if g is not None:
+                g.new_generation()
         self.policy.new_generation()
         self._offered, self._output = [], []
 

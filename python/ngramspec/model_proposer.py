@@ -540,10 +540,10 @@ class CostlyGate:
     (``probe_tokens`` tokens), so that its acceptance (verified or scored in
     hindsight) and its cost stay current, at most once every ``probe_interval``
     passes, and only once the probe's expected cost, catch-up included, is at most
-    ``probe_budget`` of the target time since the proposer was last called (each
-    refused pass counted as one target token, which no pass costs less than): a
-    refused draft model costs at most that share of decode time, however short the
-    generations.
+    ``probe_budget`` of the target time since the proposer was last called and of
+    the current generation's so far (each pass counted as one target token, which
+    no pass costs less than): a refused draft model costs at most that share of any
+    generation's decode time, however short the generations.
     The policy is read through its public pricing API only: ``cost`` (``costs``,
     ``single_seconds``), ``acceptance_of(source)`` and, to price the other
     proposals, ``score(sources, allowed)`` (``CostAwarePolicy``). Without a cost
@@ -563,6 +563,7 @@ class CostlyGate:
         self.probe_tokens = int(probe_tokens)
         self.probe_budget = float(probe_budget)
         self.refused = 0      # passes since the proposer was last called
+        self.passes = 0       # passes planned in the current generation
         self.calls = 0
         self.probes = 0
         self.refusals = 0
@@ -574,6 +575,7 @@ class CostlyGate:
         among them (plain decoding scores 1)."""
         if k <= 0:
             return 0
+        self.passes += 1
         cost = getattr(policy, "cost", None)
         acceptance_of = getattr(policy, "acceptance_of", None)
         if cost is None or acceptance_of is None:  # eager: no prices
@@ -607,7 +609,9 @@ class CostlyGate:
             n = min(k, self.probe_tokens)
             while n > 0 and not (n + 1 < len(allowed) and allowed[n + 1]):
                 n -= 1
-            if n and self.call_cost(proposer, n, single) <= self.probe_budget * self.refused:
+            # Within budget both since the last call and in this generation: a short
+            # generation never carries a probe that earlier generations paid for.
+            if n and self.call_cost(proposer, n, single) <= self.probe_budget * min(self.refused, self.passes):
                 self.refused = 0
                 self.probes += 1
                 self.calls += 1
@@ -627,4 +631,6 @@ class CostlyGate:
         return float(proposer.size_ratio) * (n + CATCHUP_SHARE * pending)
 
     def new_generation(self) -> None:
-        self.refused = 0
+        """A generation starts (the Drafter's ``begin``): the probe budget of this
+        generation starts from nothing; ``refused`` carries on across generations."""
+        self.passes = 0

@@ -50,7 +50,6 @@ class Drafter:
         assign_source_bases(self.proposers)
         # A costly proposer (a draft model) carries a gate that prices it before it is called.
         self._gates = [getattr(p, "gate", None) for p in self.proposers]
-        self._gated = any(g is not None for g in self._gates)
         for p in self.proposers:
             policy.declare_sources(p.source_base, p.source_priors)
         self._offered: list[Proposal] = []
@@ -74,14 +73,11 @@ class Drafter:
         if k <= 0 or not self.proposers:
             self._offered = []
             return _PLAIN
-        if not self._gated:
-            offered = [p.propose(k) for p in self.proposers]
-        else:
-            offered = [_PLAIN if g is not None else p.propose(k) for p, g in zip(self.proposers, self._gates)]
-            for i, (p, gate) in enumerate(zip(self.proposers, self._gates)):
-                if gate is not None:  # priced against the free proposals before it is called
-                    n = gate.plan(p, self.policy, self.allowed, k, offered)
-                    offered[i] = p.propose(n) if n else Proposal.none(p.name)
+        offered = [_PLAIN if g is not None else p.propose(k) for p, g in zip(self.proposers, self._gates)]
+        for i, (p, gate) in enumerate(zip(self.proposers, self._gates)):
+            if gate is not None:  # priced against the free proposals before it is called
+                n = gate.plan(p, self.policy, self.allowed, k, offered)
+                offered[i] = p.propose(n) if n else Proposal.none(p.name)
         which, n = self.policy.choose_proposal(offered, self.allowed)
         self._offered, self._which = offered, which
         return offered[which].head(n) if n else _PLAIN

@@ -79,7 +79,8 @@ PROBE_INTERVAL = 32
 PROBE_TOKENS = 4
 # ... and only when the probe's expected cost (its catch-up of the text the draft
 # model has not seen included) is at most PROBE_BUDGET of the target decode time
-# since the proposer was last called. Measured without it (Qwen2.5-Coder-0.5B
+# since the proposer was last called, and of the current generation's so far.
+# Measured without it (Qwen2.5-Coder-0.5B
 # drafting for the 1.5B, 2 threads, bench/results/draft-model-qwen2.5-coder-1.5b.md):
 # one probe per short generation (3-5 s of decode) cost 8-17% of its decode time:
 # the draft model's catch-up of the text since its last call plus four draft decodes.
@@ -297,13 +298,9 @@ class DraftModelProposer:
             v = self._is_eog[tok] = bool(_llama.llama_cpp_module().llama_vocab_is_eog(self._vocab, tok))
         return v
 
-    def _pending(self) -> int:
-        """True tokens the draft cache still lacks."""
-        return len(self._text or ()) - self._agree
-
     def pending_tokens(self) -> int:
         """Tokens of the text the draft model has not evaluated yet (the next call's catch-up)."""
-        return self._pending()
+        return len(self._text or ()) - self._agree
 
     def _roll_back(self, pos: int, always: bool = False) -> None:
         llm = self.draft
@@ -419,7 +416,7 @@ class DraftModelProposer:
         if k <= 0:
             return Proposal(EMPTY_TOKENS, [], self.name)
         t0 = time.perf_counter()
-        long_catchup = self._pending() > _SHORT_CATCHUP
+        long_catchup = self.pending_tokens() > _SHORT_CATCHUP
         logits = self._sync(need_logits=True)
         assert logits is not None  # need_logits=True always returns the row
         t1 = time.perf_counter()
@@ -487,7 +484,7 @@ class DraftModelProposer:
         one = self.decode_seconds if self.decode_seconds is not None else self.seconds_per_token
         if one is None:
             return None
-        pending = max(1, self._pending())
+        pending = max(1, self.pending_tokens())
         if pending <= _SHORT_CATCHUP or self.batch_token_seconds is None:
             catchup = one if pending <= _SHORT_CATCHUP else pending * one
         else:

@@ -561,13 +561,13 @@ def _wrap(llm: Any, options: ServeOptions) -> Any:
         from .memory import Memory
 
         memory = Memory.load(path) if os.path.exists(path) else Memory()
-        # The tokenizer check, before anything is built or measured: a memory of another
-        # tokenizer fails startup here (TokenizerMismatchError, one line from main).
-        memory.bind(llm)
+    # The engine binds the memory to llm's tokenizer as it is built, before anything is
+    # measured: a memory of another tokenizer fails startup here (TokenizerMismatchError,
+    # one line from main).
     wrapper = wrap(llm, memory=memory, **options.engine_options())
     if options.warmup:
         _warm_up(wrapper)
-    if memory is not None and path is not None:
+    if memory is not None and path is not None:   # path: for the type checker (memory implies it)
         import atexit
 
         atexit.register(memory.save, path)

@@ -8,13 +8,14 @@ import json
 import math
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 SERVER_PREFIX = "llama-server ngram-"
 
 
-def _median(values: list[float]) -> float:
+def median_or_nan(values: Sequence[float]) -> float:
     return statistics.median(values) if values else math.nan
 
 
@@ -45,7 +46,7 @@ def table(report: dict[str, Any]) -> list[str]:
 
         def speedup(name: str, m: dict[str, Any] = m) -> float:  # m bound now: called within this iteration only
             s = m.get(name)
-            return _median(s["speedups"]) if s and not s["failed"] else math.nan
+            return median_or_nan(s["speedups"]) if s and not s["failed"] else math.nan
 
         cells = [w["name"], f"{m['plain']['decode_tok_s']:.1f}"]
         if "prompt lookup" in methods:

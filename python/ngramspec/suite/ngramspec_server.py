@@ -33,8 +33,6 @@ from typing import Any
 
 from .server import ServerError, ServerProcess, _free_port
 
-METHOD = "ngramspec serve"
-
 # A direct opener: a proxy from the environment (http_proxy) must not carry loopback.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

@@ -331,8 +331,9 @@ def goal_lines(suite: Suite, res: dict[str, MethodResult], perfect: float) -> li
     return out
 
 
-def fixed_cost_engines(suite: Suite, trace: bool, max_draft: int | None = None) -> None:
-    """Gives each ngramspec method an engine whose policy prices drafts by
+def ngramspec_engines(suite: Suite, trace: bool, max_draft: int | None, fixed_cost: bool) -> None:
+    """Gives each ngramspec method an engine with this max_draft (None: the
+    engine's default); with ``fixed_cost``, its policy prices drafts by
     ``suite.cost`` and never re-times it (CostAwarePolicy(learn_cost=False))."""
     from ..engine import DEFAULT_MAX_DRAFT
     from ..policy import CostAwarePolicy
@@ -342,22 +343,14 @@ def fixed_cost_engines(suite: Suite, trace: bool, max_draft: int | None = None) 
     for m in list(suite.engines):
         if m not in METHODS:
             continue
-        policy = CostAwarePolicy(cap + 1, learn_cost=False)
-        policy.calibrate({b: r for b, r in enumerate(suite.cost.relative, 1) if b <= cap + 1},
-                         shape=True, origin="FACTS.md reference curve")
-        suite.engines[m] = make_engine(suite.llm, m, invariance=suite.invariance, adaptive=policy, trace=trace,
-                                       max_draft=cap)
-
-
-def capped_engines(suite: Suite, trace: bool, max_draft: int) -> None:
-    """Gives each ngramspec method an engine with this max_draft (the suite's own
-    cost handling otherwise)."""
-    from .runner import make_engine
-
-    for m in list(suite.engines):
-        if m in METHODS:
-            suite.engines[m] = make_engine(suite.llm, m, invariance=suite.invariance, trace=trace,
-                                           max_draft=max_draft)
+        options: dict[str, Any] = {}
+        if fixed_cost:
+            policy = CostAwarePolicy(cap + 1, learn_cost=False)
+            policy.calibrate({b: r for b, r in enumerate(suite.cost.relative, 1) if b <= cap + 1},
+                             shape=True, origin="FACTS.md reference curve")
+            options["adaptive"] = policy
+        suite.engines[m] = make_engine(suite.llm, m, invariance=suite.invariance, trace=trace, max_draft=cap,
+                                       **options)
 
 
 def run(model: str, *, quick: bool, rounds: int, threads: int | None, out_dir: Path, command: str,
@@ -368,6 +361,8 @@ def run(model: str, *, quick: bool, rounds: int, threads: int | None, out_dir: P
     from .report import _finite, slug
     from .runner import MEASURED_MAX_BATCH
 
+    if max_draft is not None and not 1 <= max_draft < MEASURED_MAX_BATCH:
+        raise ValueError(f"max_draft must be in [1, {MEASURED_MAX_BATCH - 1}] (the sizes the suite measures)")
     start_load = load_average()
     cost = None
     if cost_curve == "facts":
@@ -380,16 +375,13 @@ def run(model: str, *, quick: bool, rounds: int, threads: int | None, out_dir: P
         cost = CostCurve(reference_curve(name, MEASURED_MAX_BATCH), math.nan)
     suite = Suite(model, quick=quick, threads=threads, methods=METHODS, progress=progress, workloads=(WORKLOAD,),
                   trace=trace, cost=cost)
-    if max_draft is not None and not 1 <= max_draft < MEASURED_MAX_BATCH:
-        suite.close()
-        raise ValueError(f"max_draft must be in [1, {MEASURED_MAX_BATCH - 1}] (the sizes the suite measures)")
-    if cost is not None:
-        fixed_cost_engines(suite, trace, max_draft)
-    elif max_draft is not None:
-        capped_engines(suite, trace, max_draft)
-    suite.cost_origin = (  # type: ignore[attr-defined]  # read back with getattr in the report"FACTS.md section 3 reference curve (2-core Xeon, 2 threads, quiet), fixed: the engines' "
-                         "policies price drafts by it and do not re-time it"
-                         if cost is not None else "measured in this run (measure_verify_cost)")
+    if cost is not None or max_draft is not None:
+        ngramspec_engines(suite, trace, max_draft, fixed_cost=cost is not None)
+    # Read back with getattr in the report.
+    suite.cost_origin = (  # type: ignore[attr-defined]
+        "FACTS.md section 3 reference curve (2-core Xeon, 2 threads, quiet), fixed: the engines' "
+        "policies price drafts by it and do not re-time it"
+        if cost is not None else "measured in this run (measure_verify_cost)")
     try:
         runs = suite.run(rounds)
         (fig,) = summarize(suite, runs, [WORKLOAD])

@@ -6,12 +6,12 @@ import math
 import os
 import platform
 import re
-import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .headline import median_or_nan as _median
 from .runner import METHODS, SERVE_METHOD, Run, Suite
 from .summary import MethodFigures, WorkloadFigures, geomean
 
@@ -178,11 +178,7 @@ class HttpOverhead:
 
     @property
     def overhead_median(self) -> float:
-        return statistics.median(self.overhead) if self.overhead else math.nan
-
-
-def _median(values: Sequence[float]) -> float:
-    return statistics.median(values) if values else math.nan
+        return _median(self.overhead)
 
 
 def _engine_decode(r: Run) -> tuple[int, float]:

@@ -4,7 +4,6 @@ send the request, e.g. malformed JSON)."""
 from __future__ import annotations
 
 import concurrent.futures
-import inspect
 import json
 import os
 import socket
@@ -175,19 +174,8 @@ def test_streamed_equals_non_streamed(server):
     assert streamed[-1].usage.completion_tokens_details.accepted_prediction_tokens == 0
 
 
-def _wrapper_takes_prediction() -> bool:
-    from ngramspec.wrapper import SpeculativeLlama
-
-    return "prediction" in inspect.signature(SpeculativeLlama.create_completion).parameters
-
-
 def test_prediction(server):
     client = server.client()
-    if not _wrapper_takes_prediction():
-        r = server.post("/v1/chat/completions", json.dumps({
-            "messages": CHAT, "max_tokens": 8, "temperature": 0, "prediction": {"type": "content", "content": "x"}}))
-        assert r.status_code == 400 and r.json()["error"]["code"] == "unsupported_parameter"
-        pytest.skip("SpeculativeLlama.create_completion has no prediction= yet")
     base = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=24, temperature=0)
     text = _chat_text(base)
     # A right prediction: same text, its tokens accepted.

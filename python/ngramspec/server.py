@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import inspect
 import json
 import os
 import sys
@@ -269,9 +268,6 @@ class _State:
         self.pending = 0
         self.served = 0
         self.cancelled = 0  # streams that ended before their end: the client went away (or was interrupted)
-        params = inspect.signature(proxy.wrapper.create_completion).parameters
-        chat_params = inspect.signature(proxy.wrapper.create_chat_completion).parameters
-        self.takes_prediction = "prediction" in params and "prediction" in chat_params
 
     def check_model(self, model: Optional[str]) -> None:
         if model is not None and model not in self.proxy.names:
@@ -308,9 +304,6 @@ def _kwargs(body: Any, chat: bool, state: _State) -> Dict[str, Any]:
     if chat and kwargs.get("max_tokens") is None:
         kwargs["max_tokens"] = body.max_completion_tokens
     if body.prediction is not None:
-        if not state.takes_prediction:
-            raise ClientError(400, "prediction (predicted outputs) is not supported by this ngramspec version",
-                              param="prediction", code="unsupported_parameter")
         kwargs["prediction"] = body.prediction.model_dump()  # OpenAI's shape, checked by the request type
     return kwargs
 

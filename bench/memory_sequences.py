@@ -3,7 +3,11 @@ one wrapper, with and without an ``ngramspec.Memory``.
 
 Sequences, from real material nobody on the team wrote:
   extraction  rows of tzdata's zone1970.tab turned into JSON with one schema,
-              a few rows per request (the schema repeats, the rows do not);
+              one row per request, the schema stated in prose (the JSON skeleton
+              repeats across answers, the values do not; it is in no prompt);
+  tool_calls  an agent's turns: "where is shlex.quote defined?" answered by one
+              call of a grep tool whose JSON shape the system prompt describes
+              (function names from the __all__ of four standard-library modules);
   edits       several edit instructions in turn on one standard-library file
               (colorsys's RGB/HSV/HLS conversions); each answer is the whole file;
   chat        a multi-turn chat in a small context (--n-ctx): code is edited, leaves
@@ -19,16 +23,19 @@ cold cache (``llm.reset()``):
   no memory  ngramspec without a memory (the default);
   memory     ngramspec with a Memory that holds this sequence's earlier outputs only;
   primed     the same, primed first with related files (extraction: tzdata's
-             zone1970.tab and iso3166.tab; edits: colorsys.py; chat: fnmatch.py and
-             shlex.py; unrelated: the standard library's json package, i.e. stale).
+             zone1970.tab and iso3166.tab; tool_calls: the four modules' sources;
+             edits: colorsys.py; chat: fnmatch.py and shlex.py; unrelated: the
+             standard library's json package, i.e. stale).
 
 Decode speed is (generated tokens - 1) / time after the first token (as the
 suite measures it). Per sequence: speed-up over plain = total plain decode time /
 total decode time of the method (the texts are identical, so the tokens are the
-same), the median of the per-request ratios, and memory / no memory.
+same), the median of the per-request ratios, and memory / no memory; per request:
+decode seconds, forward passes, draft tokens accepted from memory, and the cost
+curve the memory run priced with (r(2), r(8)), so a slow request can be explained.
 
-Usage: python bench/memory_sequences.py --model qwen2.5-coder-0.5b [--quick] [--rounds 1]
-Writes bench/results/memory-<model>.json and .md (machine, commit, command, load averages).
+Usage: python bench/memory_sequences.py --model qwen2.5-coder-0.5b [--threads 2] [--quick] [--rounds 1]
+Writes bench/results/memory-<model>-<threads>t.json and .md (machine, commit, command, load averages).
 """
 from __future__ import annotations
 
@@ -63,21 +70,48 @@ def _tz_file(name: str) -> Path:
     return Path(str(importlib.resources.files("tzdata") / "zoneinfo" / name))
 
 
-def extraction(chat: Callable, n: int, rows: int, max_tokens: int) -> dict:
+def extraction(chat: Callable, n: int, max_tokens: int) -> dict:
+    """One row per request, as an extraction job over thousands of rows runs: the
+    schema is stated in prose (as users write it), so the JSON skeleton of the
+    answer is not in the prompt; only earlier answers hold it."""
     table = [r for r in _tz_file("zone1970.tab").read_text(encoding="utf-8").splitlines()
              if r and not r.startswith("#")]
     reqs = []
     for i in range(n):
-        start = 7 + i * 23   # spread over the table
-        chunk = "\n".join(table[start:start + rows])
-        msg = ("Convert these rows of the tz database's zone1970.tab (tab-separated: country codes, "
-               "coordinates, time zone, optional comment) into a JSON array of objects with the keys "
-               '"countries" (a list of codes), "coordinates", "zone" and "comment" (null when absent). '
-               "Output only the JSON.\n\n" + chunk)
-        reqs.append((f"zone1970.tab rows {start}-{start + rows - 1}", [{"role": "user", "content": msg}],
-                     max_tokens))
+        at = 5 + i * 29   # spread over the table
+        msg = ("Convert this row of the tz database's zone1970.tab (tab-separated: country codes, "
+               "coordinates, time zone, optional comment) into a JSON object with the keys "
+               '"countries" (a list of codes), "latitude" and "longitude" (decimal degrees), "zone", '
+               '"region" (the part of the zone before the slash), "city" and "comment" (null when absent). '
+               "Output only the JSON.\n\n" + table[at])
+        reqs.append((f"zone1970.tab row {at}", [{"role": "user", "content": msg}], max_tokens))
     return {"name": "extraction", "requests": reqs, "prime": [_tz_file("zone1970.tab"), _tz_file("iso3166.tab")],
             "source": f"tzdata {sources._require('tzdata')} zoneinfo/zone1970.tab"}
+
+
+def tool_calls(chat: Callable, n: int, max_tokens: int) -> dict:
+    """An agent's turns: each request asks where a standard-library function is
+    defined, and the answer is one call of a grep tool (same JSON shape every time,
+    different arguments)."""
+    import colorsys
+    import fnmatch
+    import shlex
+    import textwrap as textwrap_mod
+
+    modules = (shlex, fnmatch, textwrap_mod, colorsys)
+    funcs = [(m.__name__, name) for m in modules
+             for name in sorted(getattr(m, "__all__", []))][:n]
+    system = ("You are a coding agent working in a checkout of CPython. You have one tool, grep, which "
+              "searches files for a regular expression and returns matching lines with context. To call "
+              "it, reply with a JSON object with the keys \"tool\" (\"grep\"), \"arguments\" (an object with "
+              "\"pattern\", \"path\" relative to the checkout, and \"context_lines\", an integer) and "
+              "\"reason\" (one short sentence). Reply with the JSON only.")
+    reqs = [(f"grep for {mod}.{name}", [{"role": "system", "content": system},
+                                       {"role": "user", "content": f"Where is {mod}.{name} defined? Show me "
+                                        "its definition."}], max_tokens)
+            for mod, name in funcs]
+    return {"name": "tool_calls", "requests": reqs, "prime": [Path(str(m.__file__)) for m in modules],
+            "source": "__all__ of shlex, fnmatch, textwrap, colorsys (function names); prompts ours"}
 
 
 def _src(*funcs: Any) -> str:
@@ -199,7 +233,8 @@ def run_one(method: str, llm: Any, spec: Any, prompt: str, max_tokens: int) -> d
     if method != "plain":
         s = out["speculative"]
         row.update({k: s[k] for k in ("forward_passes", "passes_by_source", "accepted_by_source",
-                                      "drafted_by_source")})
+                                      "drafted_by_source", "verify_batch_sizes", "cost_curve_origin")})
+        row["relative_costs"] = {str(b): c for b, c in s["relative_costs"].items()}
     return row
 
 
@@ -275,9 +310,10 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
-def markdown(model: str, summary: dict, meta: dict) -> str:
+def markdown(model: str, summary: dict, meta: dict, rows: list[dict]) -> str:
     lines = [f"## Memory across requests: {model}", "",
-             f"Machine: {meta['machine']}, {meta['threads']} threads, n_ctx {meta['n_ctx']}; commit {meta['commit']}.",
+             f"Machine: {meta['machine']}, n_threads {meta['threads']}, n_threads_batch "
+             f"{meta.get('threads_batch', '?')}, n_ctx {meta['n_ctx']}; commit {meta['commit']}.",
              f"Load average at start: `{meta['uptime_start']}`; at end: `{meta['uptime_end']}`.",
              f"Command: `{meta['command']}`", "",
              "Decode speed-up over plain (total plain decode time / total method decode time; "
@@ -292,6 +328,24 @@ def markdown(model: str, summary: dict, meta: dict) -> str:
             f"| {cell['memory']} | {cell['primed']} | {s['memory / no memory']:.2f}x | "
             f"{s['primed / no memory']:.2f}x | {s['no memory passes']} / {s['memory passes']} / "
             f"{s['primed passes']} | {'yes' if s['identical'] else 'NO'} |")
+    lines += ["", "Per request: decode seconds (plain / no memory / memory / primed), forward passes "
+              "(no memory / memory / primed), draft tokens accepted from memory (memory / primed), and the "
+              "cost curve the memory run priced with at its end (r(2), r(8)).", ""]
+    for name in summary:
+        lines += [f"**{name}**", "", "| request | tokens | decode s | passes | memory accepted | r(2), r(8) |",
+                  "|---|---|---|---|---|---|"]
+        seq = [r for r in rows if not r.get("meta") and r["sequence"] == name]
+        for i in dict.fromkeys(r["request"] for r in seq):
+            got = {r["method"]: r for r in seq if r["request"] == i}
+            rc = got["memory"].get("relative_costs", {})
+            curve = f"{rc.get('2', float('nan')):.2f}, {rc.get('8', float('nan')):.2f}"
+            lines.append(
+                f"| {got['plain']['label']} | {got['plain']['tokens']} | "
+                + " / ".join(f"{got[m]['decode_s']:.2f}" for m in METHODS) + " | "
+                + " / ".join(str(got[m]["forward_passes"]) for m in METHODS[1:]) + " | "
+                + " / ".join(str(got[m]["accepted_by_source"].get("memory", 0)) for m in ("memory", "primed"))
+                + f" | {curve} |")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
@@ -302,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-ctx", type=int, default=1024)
     ap.add_argument("--quick", action="store_true", help="tiny sizes, to try the script")
     ap.add_argument("--rounds", type=int, default=1, help="times each sequence is run (fresh memories each time)")
-    ap.add_argument("--sequences", default="extraction,edits,chat,unrelated")
+    ap.add_argument("--sequences", default="extraction,tool_calls,edits,chat,unrelated")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     if hasattr(signal, "SIGUSR1"):   # kill -USR1 <pid> prints where a slow run is
@@ -311,13 +365,15 @@ def main(argv: list[str] | None = None) -> int:
             "commit": _commit(), "command": "python bench/memory_sequences.py " + " ".join(sys.argv[1:]),
             "python": platform.python_version(), "uptime_start": _uptime(), "quick": args.quick}
     print(f"load at start: {meta['uptime_start']}", file=sys.stderr)
-    llm = load_llama(args.model, n_ctx=args.n_ctx, seed=0, n_threads=args.threads)
+    llm = load_llama(args.model, n_ctx=args.n_ctx, seed=0, n_threads=args.threads)   # batch threads too
+    meta["threads_batch"] = llm.context_params.n_threads_batch
     chat = sources.chat_formatter(llm)
     invariance = invariance_cache.load_or_check(llm, 9)   # cached on disk per model and build
     print(f"invariance checked; exact sizes up to {invariance.max_invariant_batch}", file=sys.stderr, flush=True)
     q = args.quick
     build = {
-        "extraction": lambda: extraction(chat, 3 if q else 5, 3 if q else 4, 48 if q else 128),
+        "extraction": lambda: extraction(chat, 3 if q else 10, 48 if q else 128),
+        "tool_calls": lambda: tool_calls(chat, 3 if q else 10, 48 if q else 96),
         "edits": lambda: edits(chat, 2 if q else 3, 48 if q else 192),
         "chat": lambda: chat_turns(4 if q else 5, 32 if q else 128),
         "unrelated": lambda: unrelated(chat, 24 if q else 64),
@@ -328,13 +384,13 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     model_name = Path(args.model).name   # a model name ("qwen2.5-coder-0.5b") or a GGUF path
     model_name = model_name[: -len(".gguf")] if model_name.endswith(".gguf") else model_name
-    stem = f"memory-{model_name}" + ("-quick" if q else "")
+    stem = f"memory-{model_name}-{args.threads}t" + ("-quick" if q else "")
     for r in range(args.rounds):
         for name in names:
             rows += run_sequence(build[name](), llm, chat, invariance, args.n_ctx, rotate=r, progress=True)
             meta["uptime_end"] = _uptime()   # written after every sequence: a cut-off run keeps what it measured
             summary = summarise(rows)
-            md = markdown(args.model, summary, meta)
+            md = markdown(args.model, summary, meta, rows)
             (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "summary": summary, "runs": rows},
                                                          indent=1))
             (out / f"{stem}.md").write_text(md)

@@ -267,6 +267,18 @@ def test_load_llama(smollm2_path, tmp_path):
         assert llm.model_path == smollm2_path and llm.n_ctx() == 256 and llm.verbose is False
     finally:
         llm.close()
+    # A given n_threads is also the batch thread count (one-token decoding and
+    # batched verification on the same threads), unless n_threads_batch is given.
+    one = models.load_llama("smollm2-135m", n_ctx=256, n_threads=1)
+    try:
+        assert (one.context_params.n_threads, one.context_params.n_threads_batch) == (1, 1)
+    finally:
+        one.close()
+    split = models.load_llama("smollm2-135m", n_ctx=256, n_threads=1, n_threads_batch=2)
+    try:
+        assert (split.context_params.n_threads, split.context_params.n_threads_batch) == (1, 2)
+    finally:
+        split.close()
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF" + b"\0" * 64)
     with pytest.raises(models.ModelLoadError, match="llama.cpp cannot load"):

@@ -35,7 +35,7 @@ def machine(suite: Suite) -> str:
 
     return (f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
             f"llama-cpp-python {llama_cpp.__version__} (built by scripts/install_llama_cpp.py), "
-            f"n_threads={suite.threads}")
+            f"n_threads={suite.threads}, n_threads_batch={suite.threads_batch}")
 
 
 def slug(model: str) -> str:

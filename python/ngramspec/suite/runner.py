@@ -186,6 +186,9 @@ class Suite:
         self.path = _model_path(model)
         self.llm = load(self.path, "plain", n_ctx, threads)
         self.threads = self.llm.context_params.n_threads
+        # llama.cpp decodes batches (prefill, verification) on n_threads_batch: every
+        # method, llama-server included, gets the same pair (models.load_llama).
+        self.threads_batch = self.llm.context_params.n_threads_batch
         self.workloads: list[Workload] = sources.build(self.llm, quick, workloads)
         self.invariance = check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
         # cost: a CostCurve to use instead of measuring one (a machine too busy to time)
@@ -211,15 +214,14 @@ class Suite:
             if serve:
                 from .ngramspec_server import NgramspecServer
 
-                self.servers[SERVE_METHOD] = NgramspecServer(self.path, n_ctx, self.threads,
-                                                             self.llm.context_params.n_threads_batch)
+                self.servers[SERVE_METHOD] = NgramspecServer(self.path, n_ctx, self.threads, self.threads_batch)
             if server:
                 from .server import DEFAULT_MODES, LlamaServer
 
                 for mode in server_modes or DEFAULT_MODES:
                     draft = _model_path(draft_model_for(model)) if mode == "draft" else None
                     self.servers[f"llama-server {mode}"] = LlamaServer(server, self.path, mode, n_ctx, self.threads,
-                                                                       draft=draft)
+                                                                       draft=draft, threads_batch=self.threads_batch)
         except BaseException:
             self.close()
             raise

@@ -67,19 +67,20 @@ class LlamaServer(ServerProcess):
     ``draft``, the draft model's GGUF path)."""
 
     def __init__(self, binary: str, model: str, mode: str, n_ctx: int, threads: int,
-                 startup_timeout_s: float = 300.0, draft: str | None = None) -> None:
+                 startup_timeout_s: float = 300.0, draft: str | None = None,
+                 threads_batch: int | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown llama-server mode {mode!r}; choose from {list(MODES)}")
         if (mode == "draft") != (draft is not None):
             raise ValueError("llama-server's draft mode needs a draft model, and only it takes one")
         self.mode = mode
         self.port = _free_port()
-        cmd = [binary, "-m", model, "-c", str(n_ctx), "-t", str(threads), "-tb", str(threads),
+        cmd = [binary, "-m", model, "-c", str(n_ctx), "-t", str(threads), "-tb", str(threads_batch or threads),
                "--host", "127.0.0.1", "--port", str(self.port), "-np", "1", "-b", "512", "-ub", "512",
                "-fa", "off", "--cache-ram", "0", "--no-webui"]
         if mode == "draft":
             assert draft is not None
-            cmd += ["-md", draft, "--spec-type", "draft-simple", "-td", str(threads), "-tbd", str(threads)]
+            cmd += ["-md", draft, "--spec-type", "draft-simple", "-td", str(threads), "-tbd", str(threads_batch or threads)]
         elif mode != "none":
             cmd += ["--spec-type", mode]
         # Its log goes to a file: an unread pipe would fill up and stall the server.

@@ -168,6 +168,23 @@ def test_each_generation_starts_from_the_priors_unless_told_to_keep():
         assert p.acceptance.tolist() == (learned if keep else prior).tolist()
 
 
+def test_sources_declared_kept_carry_their_acceptance_into_the_next_generation():
+    p = CostAwarePolicy(9)
+    base = len(p.acceptance)
+    p.declare_sources(base, [0.25, 0.25], keep=True)      # a memory's buckets
+    p.declare_sources(base + 2, [0.3], keep=False)        # any other proposer's
+    for _ in range(30):
+        p.observe(3, 0.0, [base, base + 2], accepted=2)   # both sources right
+        p.observe(2, 0.0, [4], accepted=1)                # an n-gram bucket right
+    learned = p.acceptance
+    assert learned[base] > 0.9 and learned[base + 2] > 0.9 and learned[4] > 0.9
+    p.new_generation()
+    after = p.acceptance
+    assert after[base] == learned[base]                   # kept
+    assert after[base + 1] == 0.25                        # kept, never observed: still its prior
+    assert after[base + 2] == 0.3 and after[4] == CostAwarePolicy(9).acceptance[4]   # back to the priors
+
+
 def test_set_acceptance_becomes_the_prior():
     p = CostAwarePolicy(9)
     p.acceptance = 0.9

@@ -51,7 +51,7 @@ class Drafter:
         # A costly proposer (a draft model) carries a gate that prices it before it is called.
         self._gates = [getattr(p, "gate", None) for p in self.proposers]
         for p in self.proposers:
-            policy.declare_sources(p.source_base, p.source_priors)
+            policy.declare_sources(p.source_base, p.source_priors, keep=getattr(p, "keeps_acceptance", False))
         self._offered: list[Proposal] = []
         self._which = 0
         self._output: list[int] = []

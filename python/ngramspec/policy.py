@@ -111,20 +111,25 @@ class CostAwarePolicy:
         self._prior_acceptance = [float(prior_accept)] * COPY_SOURCE_BASE + list(COPY_PRIORS)
         self._acceptance_list = list(self._prior_acceptance)
         self.keep_acceptance = keep_acceptance
+        self._kept: set[int] = set()   # sources that keep their acceptance across generations (declare_sources)
         self.alpha = alpha
         # Drafts offered but not (or not wholly) verified, waiting for the tokens
         # that really follow them: (output index of their first token, tokens, sources).
         self._pending: list[tuple[int, list[int], list[int]]] = []
 
     # -- sources -----------------------------------------------------------
-    def declare_sources(self, base: int, priors: Sequence[float]) -> None:
+    def declare_sources(self, base: int, priors: Sequence[float], *, keep: bool = False) -> None:
         """Sources base .. base+len(priors)-1 exist, with these priors. Sources the
         table already has keep theirs (the default n-gram and copy buckets honour
-        the constructor's ``prior_accept``)."""
+        the constructor's ``prior_accept``). ``keep``: these sources carry what
+        they learned into the next generation even without ``keep_acceptance``
+        (a source whose text spans requests, such as a Memory)."""
         need = base + len(priors)
         for table in (self._prior_acceptance, self._acceptance_list):
             while len(table) < need:
                 table.append(float(priors[len(table) - base]))
+        if keep:
+            self._kept.update(range(base, need))
 
     # -- cost ----------------------------------------------------------------
     def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False, origin: str | None = None) -> None:
@@ -269,7 +274,9 @@ class CostAwarePolicy:
         self._exploring = None
         self.explored_generation = 0
         if not self.keep_acceptance:
-            self._acceptance_list = list(self._prior_acceptance)
+            learned = self._acceptance_list
+            self._acceptance_list = [learned[i] if i in self._kept else prior
+                                     for i, prior in enumerate(self._prior_acceptance)]
 
     @property
     def acceptance(self) -> np.ndarray:
@@ -290,7 +297,7 @@ class EagerPolicy:
     longest match (ties go to the earlier proposer; the n-gram proposer counts
     its full context, so a copy wins only with a longer match)."""
 
-    def declare_sources(self, base: int, priors: Sequence[float]) -> None:
+    def declare_sources(self, base: int, priors: Sequence[float], *, keep: bool = False) -> None:
         pass
 
     def choose_proposal(self, proposals: list[Proposal], allowed: np.ndarray) -> tuple[int, int]:

@@ -19,7 +19,10 @@ each of its own buckets (for example the n-gram share buckets, or the copy
 match-length buckets). The ``Drafter`` gives it ``source_base``, the index of its
 first bucket in the policy's acceptance table, and the proposer tags each draft
 token with ``source_base + bucket``, so the policy learns every bucket of every
-source side by side without knowing what the buckets mean.
+source side by side without knowing what the buckets mean. By default each
+generation starts again from the priors (the next prompt may be another kind of
+text); a proposer whose text spans generations (a Memory) sets the optional
+class attribute ``keeps_acceptance = True`` and keeps what its buckets learned.
 """
 from __future__ import annotations
 

@@ -1,0 +1,62 @@
+"""The Drafter hands each proposer's wish to keep its learned acceptance across
+generations to the policy (a Memory's text spans requests; n-gram and copy
+buckets start each generation from their priors)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from ngramspec.copy_proposer import CopyProposer
+from ngramspec.drafter import Drafter
+from ngramspec.ngram_proposer import NGramProposer
+from ngramspec.policy import CostAwarePolicy
+from ngramspec.proposer import Proposal
+
+
+class _Repeats:
+    """Always drafts the token 7: right every time on a text of 7s."""
+
+    name: ClassVar[str] = "repeats"
+
+    def __init__(self, keeps: bool) -> None:
+        self.keeps_acceptance = keeps
+        self.source_priors: Sequence[float] = (0.2,)
+        self.source_base = 0
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        pass
+
+    def propose(self, k: int) -> Proposal:
+        return Proposal(np.full(k, 7, dtype=np.int32), [self.source_base] * k, self.name, 3)
+
+    def accept(self, tokens: Sequence[int]) -> None:
+        pass
+
+    def end(self, output: Sequence[int]) -> None:
+        pass
+
+
+def _generation(d: Drafter, passes: int) -> None:
+    d.begin([1, 2, 3])
+    for _ in range(passes):
+        draft = d.draft(8)
+        d.verified(draft, 0.0, len(draft))
+        d.accept([7] * (len(draft) + 1))
+    d.end()
+
+
+def test_a_proposer_that_keeps_acceptance_starts_the_next_generation_where_it_left_off():
+    allowed = np.ones(10, dtype=bool)
+    for keeps in (True, False):
+        repeats = _Repeats(keeps)
+        policy = CostAwarePolicy(9, learn_cost=False)
+        policy.calibrate({b: 1.0 + 0.1 * (b - 1) for b in range(1, 10)})
+        d = Drafter([NGramProposer(), CopyProposer(), repeats], policy, allowed, 8)
+        src = repeats.source_base
+        _generation(d, 30)
+        learned = policy.acceptance[src]
+        assert learned > 0.9
+        d.begin([1, 2, 3])   # the next generation
+        assert policy.acceptance[src] == (learned if keeps else 0.2)

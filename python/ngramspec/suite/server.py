@@ -80,7 +80,8 @@ class LlamaServer(ServerProcess):
                "-fa", "off", "--cache-ram", "0", "--no-webui"]
         if mode == "draft":
             assert draft is not None
-            cmd += ["-md", draft, "--spec-type", "draft-simple", "-td", str(threads), "-tbd", str(threads_batch or threads)]
+            cmd += ["-md", draft, "--spec-type", "draft-simple",
+                    "-td", str(threads), "-tbd", str(threads_batch or threads)]
         elif mode != "none":
             cmd += ["--spec-type", mode]
         # Its log goes to a file: an unread pipe would fill up and stall the server.

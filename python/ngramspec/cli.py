@@ -382,7 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print the full response as JSON instead of streaming")
     g.add_argument("--max-draft", type=int, default=None)
     g.add_argument("--n-ctx", type=int, default=2048)
-    g.add_argument("--threads", type=int, default=None)
+    g.add_argument("--threads", type=int, default=None,
+                   help="llama.cpp threads, for one-token and batched decoding alike (default: llama-cpp-python's)")
     g.add_argument("--inexact", action="store_true", help="allow verify batch sizes that are not bit-exact")
     g.add_argument("--draft-model", default=None, metavar="PATH|NAME",
                    help="also draft with this smaller model (same vocabulary): a GGUF path or a name from "
@@ -407,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--model", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
     b.add_argument("--quick", action="store_true", help="one short prompt per workload, one round (~1-2 minutes)")
     b.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the full suite")
-    b.add_argument("--threads", type=int, default=None, help="llama.cpp threads for every method")
+    b.add_argument("--threads", type=int, default=None,
+                   help="llama.cpp threads for every method, one-token and batched decoding alike")
     b.add_argument("--no-lookup", action="store_true", help="skip llama-cpp-python's prompt-lookup decoder")
     b.add_argument("--methods", default=None,
                    help="comma-separated in-process methods (default: plain,prompt lookup,ngramspec; "

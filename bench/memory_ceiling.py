@@ -76,9 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(Path(args.results).read_text())
     llm = load_llama(data["meta"]["model"], n_ctx=data["meta"]["n_ctx"], vocab_only=True)
     chat = sources.chat_formatter(llm)
-    build = {"extraction": lambda: memory_sequences.extraction(chat, 10, 128),
-             "tool_calls": lambda: memory_sequences.tool_calls(chat, 10, 96)}
-    for name, make in build.items():
+    build = memory_sequences.builders(chat, bool(data["meta"].get("quick")))
+    for name in ("extraction", "tool_calls"):   # the repeated-structure sequences
         runs = {(r["request"], r["method"]): r for r in data["runs"]
                 if not r.get("meta") and r["sequence"] == name}
         if not runs:
@@ -87,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         memory.bind(llm)
         total = {"no memory": 0.0, "memory": 0.0}
         tokens = 0
-        for i, (_label, messages, _max_tokens) in enumerate(make()["requests"]):
+        for i, (_label, messages, _max_tokens) in enumerate(build[name]()["requests"]):
             prompt = list(llm.tokenize(chat(messages).encode(), add_bos=False, special=True))
             out = list(llm.tokenize(runs[(i, "plain")]["text"].encode(), add_bos=False, special=False))
             costs = {int(b): c for b, c in runs[(i, "memory")]["relative_costs"].items()}

@@ -176,6 +176,19 @@ def unrelated(chat: Callable, max_tokens: int) -> dict:
             "source": "HumanEval/0, Zen of Python, Apache-2.0 (tzdata), shlex.join; primed with the json package"}
 
 
+def builders(chat: Callable, quick: bool) -> dict[str, Callable[[], dict]]:
+    """Each sequence's builder, at the sizes a run uses (``--quick``: tiny); the
+    ceiling script (memory_ceiling.py) rebuilds a run's prompts from these."""
+    q = quick
+    return {
+        "extraction": lambda: extraction(chat, 3 if q else 10, 48 if q else 128),
+        "tool_calls": lambda: tool_calls(chat, 3 if q else 10, 48 if q else 96),
+        "edits": lambda: edits(chat, 2 if q else 3, 48 if q else 192),
+        "chat": lambda: chat_turns(4 if q else 5, 32 if q else 128),
+        "unrelated": lambda: unrelated(chat, 24 if q else 64),
+    }
+
+
 # --- running --------------------------------------------------------------------------
 
 def _machine() -> str:
@@ -371,13 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     invariance = invariance_cache.load_or_check(llm, 9)   # cached on disk per model and build
     print(f"invariance checked; exact sizes up to {invariance.max_invariant_batch}", file=sys.stderr, flush=True)
     q = args.quick
-    build = {
-        "extraction": lambda: extraction(chat, 3 if q else 10, 48 if q else 128),
-        "tool_calls": lambda: tool_calls(chat, 3 if q else 10, 48 if q else 96),
-        "edits": lambda: edits(chat, 2 if q else 3, 48 if q else 192),
-        "chat": lambda: chat_turns(4 if q else 5, 32 if q else 128),
-        "unrelated": lambda: unrelated(chat, 24 if q else 64),
-    }
+    build = builders(chat, q)
     names = [s.strip() for s in args.sequences.split(",") if s.strip()]
     rows: list[dict] = []
     out = Path(args.out)

@@ -108,5 +108,3 @@ class NgramspecServer(ServerProcess):
         return {"content": out["choices"][0]["text"], "timings": out["timings"], "latency_s": latency,
                 "usage": out.get("usage", {}), "speculative": out.get("speculative", {}),
                 "finish_reason": out["choices"][0].get("finish_reason")}
-
-

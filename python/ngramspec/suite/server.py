@@ -75,13 +75,13 @@ class LlamaServer(ServerProcess):
             raise ValueError("llama-server's draft mode needs a draft model, and only it takes one")
         self.mode = mode
         self.port = _free_port()
-        cmd = [binary, "-m", model, "-c", str(n_ctx), "-t", str(threads), "-tb", str(threads_batch or threads),
+        batch = threads_batch or threads
+        cmd = [binary, "-m", model, "-c", str(n_ctx), "-t", str(threads), "-tb", str(batch),
                "--host", "127.0.0.1", "--port", str(self.port), "-np", "1", "-b", "512", "-ub", "512",
                "-fa", "off", "--cache-ram", "0", "--no-webui"]
         if mode == "draft":
             assert draft is not None
-            cmd += ["-md", draft, "--spec-type", "draft-simple",
-                    "-td", str(threads), "-tbd", str(threads_batch or threads)]
+            cmd += ["-md", draft, "--spec-type", "draft-simple", "-td", str(threads), "-tbd", str(batch)]
         elif mode != "none":
             cmd += ["--spec-type", mode]
         # Its log goes to a file: an unread pipe would fill up and stall the server.
@@ -112,5 +112,3 @@ class LlamaServer(ServerProcess):
         with urllib.request.urlopen(req, timeout=1800) as r:
             out: dict[str, Any] = json.loads(r.read())
             return out
-
-

@@ -530,8 +530,8 @@ class MemoryProposer:
     # from one request to the next: starting each request from the priors, short
     # requests (a 65-token JSON answer) ended before the policy had learned that
     # memory drafts were right 70-75% of the time. Measured (memory_sequences.py,
-    # Qwen 0.5B, 2 threads, extraction and tool_calls): 4% and 3% fewer passes,
-    # decode time unchanged within noise (1.04x -> 1.02x, 1.19x -> 1.18x of no memory).
+    # Qwen 0.5B, 2 threads, extraction and tool_calls; bench/results/memory-keep-acceptance-ab.md):
+    # 4% and 3% fewer passes, decode time unchanged within noise.
     keeps_acceptance: ClassVar[bool] = True
 
     def __init__(self, memory: Memory) -> None:

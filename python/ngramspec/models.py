@@ -279,9 +279,9 @@ def load_llama(name_or_path: str | os.PathLike[str], **llama_kwargs: Any) -> Any
     Why: llama-cpp-python's default ``n_threads_batch`` is every core, and
     llama.cpp decodes a one-token batch on ``n_threads`` but a longer one on
     ``n_threads_batch``. With ``n_threads=1`` on 2 cores, a 7-token verify then
-    ran on 2 threads against one-token decoding on 1 (the engine's measured curve,
-    Qwen2.5-Coder-0.5B: r(7) 1.44 instead of 3.72), so "1 thread" runs flattered
-    speculation.
+    ran on 2 threads against one-token decoding on 1 (Qwen2.5-Coder-0.5B, the
+    predicted-edit benchmark's measured curve: r(7) 2.01 instead of 3.78; README,
+    "Threads"), so "1 thread" runs flattered speculation.
     Raises ``ModelLoadError`` when llama.cpp cannot load the file.
     """
     import llama_cpp

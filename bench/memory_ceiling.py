@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(Path(args.results).read_text())
     llm = load_llama(data["meta"]["model"], n_ctx=data["meta"]["n_ctx"], vocab_only=True)
     chat = sources.chat_formatter(llm)
-    build = memory_sequences.builders(chat, bool(data["meta"].get("quick")))
+    build = memory_sequences.builders(bool(data["meta"].get("quick")))
     for name in ("extraction", "tool_calls"):   # the repeated-structure sequences
         runs = {(r["request"], r["method"]): r for r in data["runs"]
                 if not r.get("meta") and r["sequence"] == name}

@@ -70,7 +70,7 @@ def _tz_file(name: str) -> Path:
     return Path(str(importlib.resources.files("tzdata") / "zoneinfo" / name))
 
 
-def extraction(chat: Callable, n: int, max_tokens: int) -> dict:
+def extraction(n: int, max_tokens: int) -> dict:
     """One row per request, as an extraction job over thousands of rows runs: the
     schema is stated in prose (as users write it), so the JSON skeleton of the
     answer is not in the prompt; only earlier answers hold it."""
@@ -89,7 +89,7 @@ def extraction(chat: Callable, n: int, max_tokens: int) -> dict:
             "source": f"tzdata {sources._require('tzdata')} zoneinfo/zone1970.tab"}
 
 
-def tool_calls(chat: Callable, n: int, max_tokens: int) -> dict:
+def tool_calls(n: int, max_tokens: int) -> dict:
     """An agent's turns: each request asks where a standard-library function is
     defined, and the answer is one call of a grep tool (same JSON shape every time,
     different arguments)."""
@@ -118,7 +118,7 @@ def _src(*funcs: Any) -> str:
     return "\n\n".join(textwrap.dedent(inspect.getsource(f)).rstrip() for f in funcs) + "\n"
 
 
-def edits(chat: Callable, n: int, max_tokens: int) -> dict:
+def edits(n: int, max_tokens: int) -> dict:
     import colorsys
 
     code = _src(colorsys.rgb_to_hsv, colorsys.hsv_to_rgb)
@@ -155,7 +155,7 @@ def chat_turns(n: int, max_tokens: int) -> dict:
             "source": f"Python {platform.python_version()} fnmatch.filter, fnmatchcase, shlex.quote"}
 
 
-def unrelated(chat: Callable, max_tokens: int) -> dict:
+def unrelated(max_tokens: int) -> dict:
     import json as json_pkg
     import shlex
 
@@ -176,16 +176,16 @@ def unrelated(chat: Callable, max_tokens: int) -> dict:
             "source": "HumanEval/0, Zen of Python, Apache-2.0 (tzdata), shlex.join; primed with the json package"}
 
 
-def builders(chat: Callable, quick: bool) -> dict[str, Callable[[], dict]]:
+def builders(quick: bool) -> dict[str, Callable[[], dict]]:
     """Each sequence's builder, at the sizes a run uses (``--quick``: tiny); the
     ceiling script (memory_ceiling.py) rebuilds a run's prompts from these."""
     q = quick
     return {
-        "extraction": lambda: extraction(chat, 3 if q else 10, 48 if q else 128),
-        "tool_calls": lambda: tool_calls(chat, 3 if q else 10, 48 if q else 96),
-        "edits": lambda: edits(chat, 2 if q else 3, 48 if q else 192),
+        "extraction": lambda: extraction(3 if q else 10, 48 if q else 128),
+        "tool_calls": lambda: tool_calls(3 if q else 10, 48 if q else 96),
+        "edits": lambda: edits(2 if q else 3, 48 if q else 192),
         "chat": lambda: chat_turns(4 if q else 5, 32 if q else 128),
-        "unrelated": lambda: unrelated(chat, 24 if q else 64),
+        "unrelated": lambda: unrelated(24 if q else 64),
     }
 
 
@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     invariance = invariance_cache.load_or_check(llm, 9)   # cached on disk per model and build
     print(f"invariance checked; exact sizes up to {invariance.max_invariant_batch}", file=sys.stderr, flush=True)
     q = args.quick
-    build = builders(chat, q)
+    build = builders(q)
     names = [s.strip() for s in args.sequences.split(",") if s.strip()]
     rows: list[dict] = []
     out = Path(args.out)

@@ -368,10 +368,12 @@ def _serve(argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # allow_abbrev=False everywhere: a prefix must not silently stand for another
+    # option (an old install's `bench --serve` was taken as `--server-modes`).
     ap = argparse.ArgumentParser(prog="ngramspec", description="Model-free n-gram speculative decoding "
-                                 "for llama-cpp-python.")
+                                 "for llama-cpp-python.", allow_abbrev=False)
     sub = ap.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("generate", help="speculative completion, streamed, with stats")
+    g = sub.add_parser("generate", allow_abbrev=False, help="speculative completion, streamed, with stats")
     g.add_argument("prompt", nargs="?", default=None, help="prompt text, or - for stdin (default: a code prompt)")
     g.add_argument("--file", default=None, help="read the prompt from this file")
     g.add_argument("--model", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
@@ -397,14 +399,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the expected output (e.g. the file being edited), read from FILE or stdin (-): "
                         "drafts from it; the output stays exactly what it is without it")
     g.add_argument("--compare", action="store_true", help="also run plain llama-cpp-python and compare")
-    d = sub.add_parser("doctor", help="check the llama.cpp build for exact speculation")
+    d = sub.add_parser("doctor", allow_abbrev=False, help="check the llama.cpp build for exact speculation")
     d.add_argument("--model", default="smollm2-135m")
     d.add_argument("--max-batch", type=int, default=12)
     d.add_argument("--threads", type=int, default=None)
     d.add_argument("--n-ctx", type=int, default=2048, help="context size (part of the cache key, as for generate)")
     d.add_argument("--recalibrate", action="store_true",
                    help="measure the invariance and the verify-cost curve again and replace the cached entry")
-    b = sub.add_parser("bench", help="plain vs prompt lookup vs ngramspec on real workloads, with a report")
+    b = sub.add_parser("bench", allow_abbrev=False,
+                       help="plain vs prompt lookup vs ngramspec on real workloads, with a report")
     b.add_argument("--model", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
     b.add_argument("--quick", action="store_true", help="one short prompt per workload, one round (~1-2 minutes)")
     b.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the full suite")

@@ -591,7 +591,7 @@ def _warm_up(wrapper: Any) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """llama-cpp-python server's arguments (``python -m llama_cpp.server``), then ours."""
     parser = argparse.ArgumentParser(
-        prog="ngramspec serve",
+        prog="ngramspec serve", allow_abbrev=False,   # as the CLI's: no option stands for another
         description="OpenAI-compatible server (llama-cpp-python's) with exact n-gram speculative decoding. "
                     "Takes the settings of `python -m llama_cpp.server`, spelled the same way; --model also "
                     "takes a name from ngramspec.models.")

@@ -366,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads-batch", type=int, default=None,
+                    help="threads for batches of more than one token (verification, prefill); default --threads. "
+                         "llama-cpp-python's own default is every core (1 / 2 on a 2-core machine)")
     ap.add_argument("--n-ctx", type=int, default=1024)
     ap.add_argument("--quick", action="store_true", help="tiny sizes, to try the script")
     ap.add_argument("--rounds", type=int, default=1, help="times each sequence is run (fresh memories each time)")
@@ -378,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
             "commit": _commit(), "command": "python bench/memory_sequences.py " + " ".join(sys.argv[1:]),
             "python": platform.python_version(), "uptime_start": _uptime(), "quick": args.quick}
     print(f"load at start: {meta['uptime_start']}", file=sys.stderr)
-    llm = load_llama(args.model, n_ctx=args.n_ctx, seed=0, n_threads=args.threads)   # batch threads too
+    llm = load_llama(args.model, n_ctx=args.n_ctx, seed=0, n_threads=args.threads,
+                     n_threads_batch=args.threads_batch)   # None: --threads for batches too
     meta["threads_batch"] = llm.context_params.n_threads_batch
     chat = sources.chat_formatter(llm)
     invariance = invariance_cache.load_or_check(llm, 9)   # cached on disk per model and build
@@ -391,7 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     model_name = Path(args.model).name   # a model name ("qwen2.5-coder-0.5b") or a GGUF path
     model_name = model_name[: -len(".gguf")] if model_name.endswith(".gguf") else model_name
-    stem = f"memory-{model_name}-{args.threads}t" + ("-quick" if q else "")
+    batch = meta["threads_batch"]
+    stem = (f"memory-{model_name}-{args.threads}t" + (f"{batch}b" if batch != args.threads else "")
+            + ("-quick" if q else ""))
     for r in range(args.rounds):
         for name in names:
             rows += run_sequence(build[name](), llm, chat, invariance, args.n_ctx, rotate=r, progress=True)

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -82,6 +83,48 @@ Safe to share between threads.
             py::arg("context"), py::arg("n"),
             "(draft, match_length): up to n tokens that followed the longest match of the end of `context` "
             "(token ids; only its last max_match matter) in the corpus, as numpy int32; (empty, 0) when none.")
+        .def(
+            "predict_at",
+            [](const Corpus& self, py::handle context, py::handle n) {
+                const std::vector<std::int32_t> values = tokens_from_object(context);
+                const std::size_t count = checked_predict_count(n);
+                std::vector<std::int32_t> draft;
+                std::size_t match = 0;
+                std::uint64_t at = 0;
+                {
+                    py::gil_scoped_release release;
+                    std::lock_guard<std::mutex> lock(self.mutex);
+                    match = self.core.predict(values.data(), values.size(), count, draft, &at);
+                }
+                return py::make_tuple(to_numpy(draft), match, at);
+            },
+            py::arg("context"), py::arg("n"),
+            "(draft, match_length, at): as predict, and `at`, the absolute position (see `dropped`) of the "
+            "draft's first token in the corpus (0 when there is no draft).")
+        .def(
+            "follow",
+            [](const Corpus& self, py::handle from, py::handle window, py::handle context, py::handle n) {
+                const auto start = static_cast<std::uint64_t>(
+                    integer_in_range(from, "from", 0, std::numeric_limits<long long>::max()));
+                const auto span = static_cast<std::size_t>(integer_in_range(window, "window", 0, kMaxSetting));
+                const std::vector<std::int32_t> values = tokens_from_object(context);
+                const std::size_t count = checked_predict_count(n);
+                std::vector<std::int32_t> draft;
+                std::size_t match = 0;
+                std::uint64_t at = 0;
+                {
+                    py::gil_scoped_release release;
+                    std::lock_guard<std::mutex> lock(self.mutex);
+                    match = self.core.follow(start, span, values.data(), values.size(), count, draft, &at);
+                }
+                return py::make_tuple(to_numpy(draft), match, at);
+            },
+            py::arg("from_"), py::arg("window"), py::arg("context"), py::arg("n"),
+            "(draft, match_length, at): drafts near a remembered place. Among the absolute positions "
+            "from_ .. from_+window-1 still stored and in from_'s document, the one whose backward match with "
+            "the end of `context` is longest (>= 1 token; equal lengths: the nearest); up to n tokens that "
+            "follow it, and the absolute position of the first. (empty, 0, 0) when none, or when from_ was "
+            "evicted.")
         .def("clear",
              [](Corpus& self) {
                  std::lock_guard<std::mutex> lock(self.mutex);
@@ -103,6 +146,13 @@ Safe to share between threads.
                                    return self.core.tokens_added();
                                },
                                "Document tokens added since construction, evicted ones included.")
+        .def_property_readonly("dropped",
+                               [](const Corpus& self) {
+                                   std::lock_guard<std::mutex> lock(self.mutex);
+                                   return self.core.dropped();
+                               },
+                               "Tokens dropped from the front (eviction, clear): the absolute position of "
+                               "corpus[0].")
         .def_property_readonly("memory_bytes",
                                [](const Corpus& self) {
                                    std::lock_guard<std::mutex> lock(self.mutex);

@@ -45,6 +45,7 @@ void CorpusMatcher::push(std::int32_t token) {
     if (corpus_.size() > max_tokens_) {
         // Keep the newest three quarters of the budget (see the class comment).
         const std::size_t keep = max_tokens_ - max_tokens_ / 4;
+        dropped_ += corpus_.size() - keep;
         corpus_.erase(corpus_.begin(), corpus_.end() - static_cast<std::ptrdiff_t>(keep));
         rebuild_index(keep);
         return;
@@ -61,7 +62,7 @@ void CorpusMatcher::add(const std::int32_t* tokens, std::size_t count) {
 }
 
 std::size_t CorpusMatcher::predict(const std::int32_t* context, std::size_t count, std::size_t max_tokens,
-                                   std::vector<std::int32_t>& out) const {
+                                   std::vector<std::int32_t>& out, std::uint64_t* at) const {
     out.clear();
     const auto a = static_cast<std::size_t>(anchor_);
     if (max_tokens == 0 || count < a || corpus_.empty()) return 0;
@@ -90,10 +91,43 @@ std::size_t CorpusMatcher::predict(const std::int32_t* context, std::size_t coun
     }
     if (best_len == 0) return 0;
     for (std::size_t src = best_end + 1; out.size() < max_tokens && c[src] != kBoundary; ++src) out.push_back(c[src]);
+    if (at != nullptr) *at = dropped_ + best_end + 1;
+    return best_len;
+}
+
+std::size_t CorpusMatcher::follow(std::uint64_t from, std::size_t window, const std::int32_t* context,
+                                  std::size_t count, std::size_t max_tokens, std::vector<std::int32_t>& out,
+                                  std::uint64_t* at) const {
+    out.clear();
+    if (max_tokens == 0 || count == 0 || window == 0 || from < dropped_ || from - dropped_ >= corpus_.size()) {
+        return 0;
+    }
+    const std::int32_t* c = corpus_.data();
+    const std::int32_t* last = context + (count - 1);
+    const std::size_t longest = std::min(max_match_, count);
+    const std::size_t first = static_cast<std::size_t>(from - dropped_);
+    const std::size_t stop = first + std::min(window, corpus_.size() - first);
+    std::size_t best_len = 0, best_end = 0;
+    // The corpus ends with a boundary, so c[end + 1] is always in range here.
+    for (std::size_t end = first; end < stop && c[end] != kBoundary; ++end) {
+        if (c[end + 1] == kBoundary) break;  // the document's last token: nothing to copy after it
+        std::size_t len = 0;
+        const std::size_t limit = std::min(longest, end + 1);
+        while (len < limit && c[end - len] == *(last - len)) ++len;
+        if (len > best_len) {  // strictly longer: among equals the nearest stays
+            best_len = len;
+            best_end = end;
+            if (len == longest) break;
+        }
+    }
+    if (best_len == 0) return 0;
+    for (std::size_t src = best_end + 1; out.size() < max_tokens && c[src] != kBoundary; ++src) out.push_back(c[src]);
+    *at = dropped_ + best_end + 1;
     return best_len;
 }
 
 void CorpusMatcher::clear() {
+    dropped_ += corpus_.size();  // every remembered place is gone
     corpus_.clear();
     index_.reset();
 }

@@ -24,6 +24,14 @@ namespace ngramspec {
 // a continuation, measures each backward match (up to `max_match`), and copies
 // from the longest; equal lengths go to the newest.
 //
+// Positions outside are absolute: the index a token would have if nothing had
+// ever been dropped (dropped() + its index in corpus()), so a place remembered by
+// one generation stays valid, or is recognisably gone, while others add text.
+// follow() drafts near such a place: after a draft from a document departed from
+// the output (a new value in a repeated JSON shape), it looks for the output's
+// newest tokens a few positions further on in the same document, where one
+// matching token is far better evidence than anywhere in the store.
+//
 // Bounded by `max_tokens` (boundaries count): past it the oldest tokens are
 // dropped, keeping the newest three quarters of the budget, and the index is
 // rebuilt (amortised O(1) per token); the oldest surviving document may be a
@@ -46,14 +54,26 @@ public:
     // Writes up to `max_tokens` tokens that followed the best match of the end of
     // `context` (its `count` tokens, oldest first; only the last max_match matter)
     // to `out`, cleared first, and returns the match length (0, no draft: none).
+    // If `at` is given, it receives the absolute position of the draft's first token.
     std::size_t predict(const std::int32_t* context, std::size_t count, std::size_t max_tokens,
-                        std::vector<std::int32_t>& out) const;
+                        std::vector<std::int32_t>& out, std::uint64_t* at = nullptr) const;
+
+    // Drafts near a remembered place: among the absolute positions from..from+window-1
+    // that are still stored and lie in from's document (the scan stops at its end),
+    // the one whose backward match with the end of `context` is longest (at least
+    // one token, at most max_match; equal lengths go to the nearest), and copies up
+    // to `max_tokens` tokens that follow it. Returns the match length (0: none) and
+    // sets *at to the absolute position of the draft's first token.
+    std::size_t follow(std::uint64_t from, std::size_t window, const std::int32_t* context, std::size_t count,
+                       std::size_t max_tokens, std::vector<std::int32_t>& out, std::uint64_t* at) const;
 
     void clear();
 
     // The stored tokens, oldest first, each document followed by kBoundary.
     const std::vector<std::int32_t>& corpus() const { return corpus_; }
     std::uint64_t tokens_added() const { return tokens_added_; }
+    // Tokens dropped from the front (eviction, clear): the absolute position of corpus()[0].
+    std::uint64_t dropped() const { return dropped_; }
     int anchor() const { return anchor_; }
     std::size_t max_candidates() const { return max_candidates_; }
     std::size_t max_match() const { return max_match_; }
@@ -70,6 +90,7 @@ private:
     std::size_t max_match_;
     std::size_t max_tokens_;
     std::uint64_t tokens_added_ = 0;
+    std::uint64_t dropped_ = 0;
     std::vector<std::int32_t> corpus_;
     AnchorIndex index_;
 };

@@ -11,6 +11,7 @@ class ReferenceCorpusMatcher:
         self.anchor, self.max_candidates, self.max_match = anchor, max_candidates, max_match
         self.max_tokens = max_tokens
         self.corpus: list[int] = []
+        self.dropped = 0   # tokens dropped from the front: the absolute position of corpus[0]
 
     def add(self, tokens) -> None:
         tokens = [int(t) for t in tokens]
@@ -22,13 +23,18 @@ class ReferenceCorpusMatcher:
         for t in tokens + [BOUNDARY]:
             self.corpus.append(t)
             if len(self.corpus) > self.max_tokens:
+                self.dropped += len(self.corpus) - keep
                 self.corpus = self.corpus[-keep:]
 
     def predict(self, context, n: int) -> tuple[list[int], int]:
+        draft, match, _at = self.predict_at(context, n)
+        return draft, match
+
+    def predict_at(self, context, n: int) -> tuple[list[int], int, int]:
         c, a = self.corpus, self.anchor
         ctx = [int(t) for t in context]
         if n == 0 or len(ctx) < a:
-            return [], 0
+            return [], 0, 0
         suffix = ctx[-a:]
         longest = min(self.max_match, len(ctx))
         # Positions whose anchor equals the context's and whose next token is not a
@@ -43,10 +49,36 @@ class ReferenceCorpusMatcher:
             if length > best_len:
                 best_len, best_end = length, e
         if best_len == 0:
-            return [], 0
+            return [], 0, 0
+        return self._copy(best_end + 1, n), best_len, self.dropped + best_end + 1
+
+    def follow(self, start: int, window: int, context, n: int) -> tuple[list[int], int, int]:
+        """Positions start..start+window-1 (absolute), in start's document: the longest
+        backward match with the context's end (>= 1), the nearest among equals."""
+        c, ctx = self.corpus, [int(t) for t in context]
+        first = start - self.dropped
+        if n == 0 or not ctx or first < 0 or first >= len(c):
+            return [], 0, 0
+        best_len, best_end = 0, -1
+        for end in range(first, min(len(c), first + window)):
+            if c[end] == BOUNDARY or c[end + 1] == BOUNDARY:
+                break
+            length = 0
+            while length < min(self.max_match, len(ctx), end + 1) and c[end - length] == ctx[-1 - length]:
+                length += 1
+            if length > best_len:
+                best_len, best_end = length, end
+        if best_len == 0:
+            return [], 0, 0
+        return self._copy(best_end + 1, n), best_len, self.dropped + best_end + 1
+
+    def clear(self) -> None:
+        self.dropped += len(self.corpus)
+        self.corpus = []
+
+    def _copy(self, src: int, n: int) -> list[int]:
         draft: list[int] = []
-        src = best_end + 1
-        while len(draft) < n and c[src] != BOUNDARY:
-            draft.append(c[src])
+        while len(draft) < n and self.corpus[src] != BOUNDARY:
+            draft.append(self.corpus[src])
             src += 1
-        return draft, best_len
+        return draft

@@ -79,6 +79,45 @@ def test_matches_reference(documents, context, anchor, max_candidates, max_match
         for ctx in (context, doc[: len(doc) // 2 + 1]):
             draft, match = c.predict(ctx, n)
             assert (draft.tolist(), match) == ref.predict(ctx, n)
+            draft, match, at = c.predict_at(ctx, n)
+            assert (draft.tolist(), match, at) == ref.predict_at(ctx, n)
+            # Following from every stored place (and one past the end), with small windows.
+            assert c.dropped == ref.dropped
+            for start in range(ref.dropped, ref.dropped + len(ref.corpus) + 1, 3):
+                for window in (0, 1, 4):
+                    draft, match, at = c.follow(start, window, ctx, n)
+                    assert (draft.tolist(), match, at) == ref.follow(start, window, ctx, n)
+
+
+def test_follow_drafts_near_a_remembered_place():
+    c = CorpusMatcher(anchor=3)
+    c.add([5, 1, 2, 3, 9, 4, 4, 7, 8])   # absolute positions 0-8, its end at 9
+    c.add([1, 2, 3, 6])                  # 10-13, its end at 14
+    draft, match, at = c.predict_at([0, 1, 2, 3], 4)
+    assert (draft.tolist(), match, at) == ([6], 3, 13)   # equal matches: the newest document
+    # From position 4, one token of context matches at 5 and 6: the nearest wins ...
+    draft, match, at = c.follow(4, 8, [0, 4], 4)
+    assert (draft.tolist(), match, at) == ([4, 7, 8], 1, 6)
+    # ... a longer backward match wins over a nearer one.
+    assert c.follow(4, 8, [9, 4, 4], 4)[1:] == (3, 7)
+    # The window bounds the search, and it never leaves the document.
+    assert c.follow(4, 2, [7], 4)[1] == 0
+    assert c.follow(7, 8, [6], 4)[1] == 0
+    # A place past the end, or dropped, has nothing.
+    assert c.follow(15, 8, [1], 4)[1] == 0
+    c.clear()
+    assert c.dropped == 15 and c.follow(4, 8, [4], 4)[1] == 0
+    c.add([4, 5])
+    assert c.follow(15, 8, [4], 4)[0].tolist() == [5]   # positions go on counting after a clear
+
+
+def test_follow_rejects_bad_places():
+    c = CorpusMatcher()
+    c.add([1, 2, 3])
+    for args, err in (((-1, 4, [1], 2), ValueError), ((0, -1, [1], 2), ValueError),
+                      (("x", 4, [1], 2), TypeError), ((0, 4, [-3], 2), ValueError), ((0, 4, [1], -1), ValueError)):
+        with pytest.raises(err):
+            c.follow(*args)
 
 
 def test_large_corpus_is_bounded_and_fast_enough():

@@ -16,10 +16,13 @@ import pytest
 
 import ngramspec
 from ngramspec.memory import (
+    FOLLOW_WINDOW,
     Memory,
     MemoryFileError,
     MemoryProposer,
     TokenizerMismatchError,
+    memory_source,
+    resumed_source,
     tokenizer_fingerprint,
 )
 from ngramspec.proposer import Proposal, Proposer
@@ -60,7 +63,7 @@ def test_exported_lazily():
 def test_drafts_what_an_earlier_request_output():
     mem = Memory()
     p = mem.proposer_for(FakeLlm())
-    assert isinstance(p, Proposer) and p.name == "memory" and len(p.source_priors) == 10
+    assert isinstance(p, Proposer) and p.name == "memory" and len(p.source_priors) == 13
     p.source_base = 20
     run_request(p, "Q: weather in Paris?\nA:", ' {"tool": "get_weather", "city": "Paris"}')
     # A new request with the same chat header: the stored prompt tail lets memory
@@ -69,7 +72,7 @@ def test_drafts_what_an_earlier_request_output():
     prop = p.propose(12)
     assert isinstance(prop, Proposal) and prop.name == "memory"
     assert bytes(prop.tokens.tolist()) == b' {"tool": "g'
-    assert prop.match_length >= 3 and all(20 <= s < 30 for s in prop.sources)
+    assert prop.match_length >= 3 and all(20 <= s < 33 for s in prop.sources)
     p.accept(toks(' {"tool": "get_weather", "city": "'))
     prop = p.propose(4)  # "Paris" was stored, and the context now ends with its lead-in
     assert bytes(prop.tokens.tolist()) == b'Pari'
@@ -100,7 +103,56 @@ def test_sources_climb_with_the_match_and_continue_after_an_agreeing_pass():
     assert second.sources[0] >= 5  # a continuing draft
     p.accept(toks("Z"))  # disagreed
     p.accept(toks("ijk"))
-    assert p.propose(2).sources[0] < 5
+    # Not a continuing draft: one resumed right where the output departed ("Z" for "i").
+    assert p.propose(2).sources[0] == resumed_source(3)
+
+
+def test_follows_a_shape_past_a_new_value():
+    """After the output departs from a memory draft (a new value), one matching token
+    a little further on in the same document resumes the draft there, in the
+    resumed buckets; a fresh match would need `anchor` (3) tokens of the shape."""
+    mem = Memory(prompt_tail=0)
+    p = mem.proposer_for(FakeLlm())
+    earlier = '{"zone": "UTC", "city": "Urumqi", "comment": null}'
+    run_request(p, "", earlier)
+    # A different document that a global 1-token match could also pick.
+    run_request(p, "", '"x, "x, "x, "x')
+    p.begin(toks("row:"))
+    p.accept(toks('{"zone": "'))
+    assert bytes(p.propose(4).tokens.tolist()) == b'UTC"'
+    p.accept(toks("CE"))           # departed: a new value ...
+    p.accept(toks("T"))            # ... whose end is not in the store either
+    p.accept(toks('"'))            # one token of the shape again
+    prop = p.propose(8)
+    assert bytes(prop.tokens.tolist()) == b', "city"' and prop.match_length == 1
+    assert prop.sources[0] == resumed_source(1) == 10 and prop.sources[1:] == [memory_source(2 + i, True)
+                                                                             for i in range(7)]
+    p.accept(toks(', "city": "'))  # agreed: it follows the document again, synced
+    prop = p.propose(6)
+    assert bytes(prop.tokens.tolist()) == b"Urumqi" and prop.sources[0] < 10
+    # Without following (a fresh proposer), one token of context drafts nothing.
+    q = mem.proposer_for(FakeLlm())
+    q.begin(toks('row:{"zone": "CET"'))
+    assert len(q.propose(8)) == 0
+
+
+def test_following_gives_up_after_the_window():
+    mem = Memory(prompt_tail=0)
+    p = mem.proposer_for(FakeLlm())
+    run_request(p, "", "abc=1; def=2; ghi=3")
+    p.begin(toks(""))
+    p.accept(toks("abc="))
+    assert bytes(p.propose(2).tokens.tolist()) == b"1;"
+    p.accept(toks("9" * (FOLLOW_WINDOW + 1)))   # a value longer than the window: the place is forgotten
+    p.accept(toks(";"))
+    assert len(p.propose(4)) == 0
+    # A place at the end of its document is not followed past it.
+    p.begin(toks(""))
+    p.accept(toks("def=2; ghi="))
+    assert bytes(p.propose(4).tokens.tolist()) == b"3"
+    p.accept(toks("3!"))
+    p.accept(toks("="))
+    assert len(p.propose(4)) == 0
 
 
 def test_own_memory_by_default_shared_when_passed():

@@ -4,9 +4,11 @@ Replays the plain outputs recorded by ``bench/memory_sequences.py`` (its JSON) w
 an oracle for the draft length: every pass verifies exactly as many tokens as the
 best offered draft gets right (the copy matcher over prompt + output, the n-gram
 tables, and, with memory, the longest match in the earlier requests' prompt tails
-and outputs, as ``ngramspec.Memory`` stores them), priced by the cost curve the
-memory run used. No causal policy can do better with these drafts, so memory /
-no memory here bounds what the benchmark can show on this machine's curve.
+and outputs, as ``ngramspec.Memory`` stores them, and the memory proposer's own
+draft, which may follow the document it drafted from), priced by the cost curve the
+run calibrated, with its exact batch sizes. No causal policy can do better with
+these drafts, so memory / no memory here bounds what the benchmark can show on
+this machine's curve.
 
 Usage: PYTHONPATH=python python bench/memory_ceiling.py bench/results/memory-qwen2.5-coder-0.5b-2t.json
 """
@@ -21,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ngramspec._core import NGramPredictor, SuffixMatcher
-from ngramspec.memory import Memory
+from ngramspec.memory import Memory, MemoryProposer
 from ngramspec.models import load_llama
-from ngramspec.suite import sources
 
 
 def _sibling(name: str) -> Any:
@@ -36,9 +37,7 @@ def _sibling(name: str) -> Any:
     return module
 
 
-memory_sequences = _sibling("memory_sequences")
-
-MAX_DRAFT = 8
+memory_replay = _sibling("memory_replay")
 
 
 def _agree(draft: Any, truth: Sequence[int]) -> int:
@@ -48,24 +47,35 @@ def _agree(draft: Any, truth: Sequence[int]) -> int:
     return n
 
 
-def oracle_cost(prompt: list[int], out: list[int], costs: dict[int, float], memory: Memory | None) -> float:
+def oracle_cost(prompt: list[int], out: list[int], costs: dict[int, float], max_draft: int,
+                memory: MemoryProposer | None) -> float:
     """Cost of ``out`` after its first token (which prefill gives) in units of one
-    single-token decode, verifying every pass the longest draft prefix that is right."""
+    single-token decode, verifying every pass the longest draft prefix that is right.
+    With ``memory``, its store's longest match and the proposer's own draft (which
+    may follow the document it drafted from) are offered too; the proposer adds
+    ``out`` to its memory at the end."""
     copy, ngram = SuffixMatcher(), NGramPredictor()
     copy.update_batch(prompt + out[:1])
     ngram.update_batch(prompt + out[:1])
+    if memory is not None:
+        memory.begin(prompt)
+        memory.accept(out[:1])
     context, pos, cost = prompt + out[:1], 1, 0.0
     while pos < len(out):
-        k, truth = min(MAX_DRAFT, len(out) - pos), out[pos:]
+        k, truth = min(max_draft, len(out) - pos), out[pos:]
         n = max(_agree(copy.predict(k)[0], truth), _agree(ngram.predict(k), truth))
         if memory is not None:
-            n = max(n, _agree(memory.predict(context, k)[0], truth))
+            n = max(n, _agree(memory.memory.predict(context, k)[0], truth), _agree(memory.propose(k).tokens, truth))
         cost += costs.get(n + 1, float(n + 1))
         new = out[pos:pos + n + 1]
         copy.update_batch(new)
         ngram.update_batch(new)
+        if memory is not None:
+            memory.accept(new)
         context += new
         pos += n + 1
+    if memory is not None:
+        memory.end(out)
     return cost
 
 
@@ -75,25 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     data = json.loads(Path(args.results).read_text())
     llm = load_llama(data["meta"]["model"], n_ctx=data["meta"]["n_ctx"], vocab_only=True)
-    chat = sources.chat_formatter(llm)
-    build = memory_sequences.builders(bool(data["meta"].get("quick")))
+    max_draft = memory_replay.max_exact_batch(data) - 1
     for name in ("extraction", "tool_calls"):   # the repeated-structure sequences
-        runs = {(r["request"], r["method"]): r for r in data["runs"]
-                if not r.get("meta") and r["sequence"] == name}
-        if not runs:
+        requests = memory_replay.recorded(data, llm, name)
+        if not requests:
             continue
-        memory = Memory()   # the shipped defaults: anchor, match lengths, prompt tail
-        memory.bind(llm)
+        proposer = Memory().proposer_for(llm)   # the shipped defaults: anchor, match lengths, prompt tail
         total = {"no memory": 0.0, "memory": 0.0}
         tokens = 0
-        for i, (_label, messages, _max_tokens) in enumerate(build[name]()["requests"]):
-            prompt = list(llm.tokenize(chat(messages).encode(), add_bos=False, special=True))
-            out = list(llm.tokenize(runs[(i, "plain")]["text"].encode(), add_bos=False, special=False))
-            costs = {int(b): c for b, c in runs[(i, "memory")]["relative_costs"].items()}
-            total["no memory"] += oracle_cost(prompt, out, costs, None)
-            total["memory"] += oracle_cost(prompt, out, costs, memory)
+        for _label, prompt, out, costs in requests:
+            total["no memory"] += oracle_cost(prompt, out, costs, max_draft, None)
+            total["memory"] += oracle_cost(prompt, out, costs, max_draft, proposer)
             tokens += len(out) - 1
-            memory.add_tokens(prompt[-memory.prompt_tail:] + out)
         print(f"{name}: oracle-length ceiling over plain: no memory {tokens / total['no memory']:.2f}x, "
               f"memory {tokens / total['memory']:.2f}x; memory / no memory {total['no memory'] / total['memory']:.2f}x")
     return 0

@@ -71,13 +71,23 @@ def recorded(data: dict, llm: Any, name: str) -> list[tuple[str, list[int], list
     return out
 
 
+def max_exact_batch(data: dict) -> int:
+    """The largest verify batch the run's engine could use: recorded in newer
+    results, else the largest any of its passes used."""
+    if "max_exact_batch" in data["meta"]:
+        return int(data["meta"]["max_exact_batch"])
+    return max(int(b) for r in data["runs"] for b in r.get("verify_batch_sizes", {}) or {"1": 0})
+
+
 def replay_sequence(requests: list[tuple[str, list[int], list[int], dict[int, float]]],
-                    extra: list[Proposer], max_draft: int = DEFAULT_MAX_DRAFT) -> list[tuple[float, int, int]]:
+                    extra: list[Proposer], max_batch: int, max_draft: int = DEFAULT_MAX_DRAFT
+                    ) -> list[tuple[float, int, int]]:
     """(verify cost in single-token passes, passes, output tokens after the first)
     per request, drafted by one policy and the given extra proposers (a memory's)
-    after the engine's n-gram and copy proposers."""
+    after the engine's n-gram and copy proposers, with verify batches of at most
+    ``max_batch`` tokens (the exact sizes)."""
     costs = requests[0][3]
-    max_draft = min(max_draft, max(costs) - 1)
+    max_draft = min(max_draft, max(costs) - 1, max_batch - 1)
     allowed = np.array([False] + [b in costs for b in range(1, max_draft + 2)], dtype=bool)
     policy = CostAwarePolicy(max_draft + 1)
     policy.calibrate(costs)
@@ -118,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         if not requests:
             continue
         memory = Memory()   # the shipped defaults
-        none = replay_sequence(requests, [])
-        mem = replay_sequence(requests, [memory.proposer_for(llm)])
+        none = replay_sequence(requests, [], max_exact_batch(data))
+        mem = replay_sequence(requests, [memory.proposer_for(llm)], max_exact_batch(data))
         tokens = sum(r[2] for r in none)
         cost_none, cost_mem = sum(r[0] for r in none), sum(r[0] for r in mem)
         print(f"| {name} | {tokens} | {sum(r[1] for r in none)} / {sum(r[1] for r in mem)} | "

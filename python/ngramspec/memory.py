@@ -101,8 +101,8 @@ _RESUME_BUCKETS = 3
 MEMORY_PRIORS = (0.25, 0.4, 0.55, 0.7, 0.8) + (0.55, 0.65, 0.75, 0.8, 0.85) + (0.3, 0.45, 0.6)
 # Following: how far past the place where the output departed from a memory draft
 # a resumed draft is looked for, and for how many output tokens that place is kept.
-# Chosen with bench/memory_replay.py on the recorded Qwen 0.5B sequences (windows
-# 4-64 within 1% of each other; 8 the best on extraction at both thread counts).
+# Chosen by replaying the recorded Qwen 0.5B sequences with a prototype (windows
+# 4-64 within 4% of each other on extraction and tool_calls; 8 among the best).
 FOLLOW_WINDOW = 8
 
 
@@ -558,10 +558,12 @@ class MemoryProposer:
     for the next FOLLOW_WINDOW output tokens it also looks a few positions past the
     departure in that document for the output's newest tokens, where a single
     matching token (``",\n``) usually means the shape resumes there, and drafts what
-    follows (its own buckets, learned like the others). Measured with
-    bench/memory_replay.py (Qwen 0.5B recorded sequences, 1 / 2 threads, memory /
-    no memory): extraction 1.06x -> 1.11x / 1.03x -> 1.04x, tool_calls 1.15x -> 1.19x /
-    1.14x -> 1.18x, edits and unrelated unchanged."""
+    follows (its own buckets, learned like the others). Modelled by
+    bench/memory_replay.py on the recorded Qwen 0.5B sequences
+    (bench/results/memory-qwen2.5-coder-0.5b-{1t,2t}.json), memory / no memory
+    before -> after, 1 thread / 2 threads: extraction 1.07x -> 1.11x / 1.03x -> 1.04x,
+    tool_calls 1.17x -> 1.19x / 1.17x -> 1.19x, edits 1.02x -> 1.01x / 1.01x -> 1.01x,
+    unrelated 1.00x."""
 
     name: ClassVar[str] = "memory"
     # Its text is the earlier requests, so how far it can be trusted carries over

@@ -125,6 +125,25 @@ Safe to share between threads.
             "the end of `context` is longest (>= 1 token; equal lengths: the nearest); up to n tokens that "
             "follow it, and the absolute position of the first. (empty, 0, 0) when none, or when from_ was "
             "evicted.")
+        .def(
+            "support",
+            [](const Corpus& self, py::handle context, py::handle draft) {
+                const std::vector<std::int32_t> values = tokens_from_object(context);
+                const std::vector<std::int32_t> guess = tokens_from_object(draft);
+                std::vector<std::uint32_t> agree, seen;
+                {
+                    py::gil_scoped_release release;
+                    std::lock_guard<std::mutex> lock(self.mutex);
+                    self.core.support(values.data(), values.size(), guess.data(), guess.size(), agree, seen);
+                }
+                return py::make_tuple(py::array_t<std::uint32_t>(agree.size(), agree.data()),
+                                      py::array_t<std::uint32_t>(seen.size(), seen.data()));
+            },
+            py::arg("context"), py::arg("draft"),
+            "(agree, seen), numpy uint32, one entry per draft token: over the candidate positions predict "
+            "examines for `context` (the newest max_candidates whose anchor equals its end and that have a "
+            "continuation), seen[i] counts those whose continuation agrees with draft[:i], agree[i] those "
+            "that agree with draft[:i+1].")
         .def("clear",
              [](Corpus& self) {
                  std::lock_guard<std::mutex> lock(self.mutex);

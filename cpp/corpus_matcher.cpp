@@ -126,6 +126,36 @@ std::size_t CorpusMatcher::follow(std::uint64_t from, std::size_t window, const 
     return best_len;
 }
 
+void CorpusMatcher::support(const std::int32_t* context, std::size_t count, const std::int32_t* draft,
+                            std::size_t n, std::vector<std::uint32_t>& agree, std::vector<std::uint32_t>& seen) const {
+    agree.assign(n, 0);
+    seen.assign(n, 0);
+    const auto a = static_cast<std::size_t>(anchor_);
+    if (n == 0 || count < a || corpus_.empty()) return;
+    const std::int32_t* c = corpus_.data();
+    const std::int32_t* last = context + (count - 1);
+    std::size_t examined = 0, foreign = 0;
+    for (std::uint32_t pos = index_.first(context + (count - a)); pos != AnchorIndex::kNone && examined < max_candidates_;
+         pos = index_.next(pos)) {
+        const std::size_t end = pos;
+        std::size_t len = 0;
+        while (len < a && c[end - len] == *(last - len)) ++len;  // indexed positions have end + 1 >= a
+        if (len < a) {  // another anchor sharing the slot, as in predict()
+            if (++foreign > kMaxForeignSteps) break;
+            continue;
+        }
+        if (c[end + 1] == kBoundary) continue;
+        ++examined;
+        // A draft token is never a boundary, so the agreement stops at the document's end.
+        std::size_t m = 0;
+        while (m < n && c[end + 1 + m] == draft[m]) ++m;
+        for (std::size_t i = 0; i < n && i <= m; ++i) {
+            ++seen[i];
+            if (i < m) ++agree[i];
+        }
+    }
+}
+
 void CorpusMatcher::clear() {
     dropped_ += corpus_.size();  // every remembered place is gone
     corpus_.clear();

@@ -67,6 +67,14 @@ public:
     std::size_t follow(std::uint64_t from, std::size_t window, const std::int32_t* context, std::size_t count,
                        std::size_t max_tokens, std::vector<std::int32_t>& out, std::uint64_t* at) const;
 
+    // How far the stored text backs a draft for this context, token by token: over the
+    // candidate positions predict() examines (the newest max_candidates whose anchor
+    // equals the context's end and that have a continuation), seen[i] counts those whose
+    // continuation agrees with draft[0..i-1] and agree[i] those that agree with draft[0..i].
+    // Where earlier documents differ (a value in a repeated JSON shape) agree/seen drops.
+    void support(const std::int32_t* context, std::size_t count, const std::int32_t* draft, std::size_t n,
+                 std::vector<std::uint32_t>& agree, std::vector<std::uint32_t>& seen) const;
+
     void clear();
 
     // The stored tokens, oldest first, each document followed by kBoundary.

@@ -52,6 +52,23 @@ class ReferenceCorpusMatcher:
             return [], 0, 0
         return self._copy(best_end + 1, n), best_len, self.dropped + best_end + 1
 
+    def support(self, context, draft) -> tuple[list[int], list[int]]:
+        """Per draft token: candidates (as predict_at takes them) agreeing with draft[:i+1], and with draft[:i]."""
+        c, a = self.corpus, self.anchor
+        ctx, draft = [int(t) for t in context], [int(t) for t in draft]
+        agree, seen = [0] * len(draft), [0] * len(draft)
+        if not draft or len(ctx) < a:
+            return agree, seen
+        ends = [e for e in range(len(c) - 2, a - 2, -1)
+                if c[e - a + 1: e + 1] == ctx[-a:] and c[e + 1] != BOUNDARY][: self.max_candidates]
+        for e in ends:
+            for i, t in enumerate(draft):
+                seen[i] += 1
+                if c[e + 1 + i] != t:
+                    break
+                agree[i] += 1
+        return agree, seen
+
     def follow(self, start: int, window: int, context, n: int) -> tuple[list[int], int, int]:
         """Positions start..start+window-1 (absolute), in start's document: the longest
         backward match with the context's end (>= 1), the nearest among equals."""

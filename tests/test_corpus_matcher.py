@@ -81,6 +81,9 @@ def test_matches_reference(documents, context, anchor, max_candidates, max_match
             assert (draft.tolist(), match) == ref.predict(ctx, n)
             draft, match, at = c.predict_at(ctx, n)
             assert (draft.tolist(), match, at) == ref.predict_at(ctx, n)
+            for guess in (draft.tolist(), context[:n]):   # its own draft, and any tokens
+                agree, seen = c.support(ctx, guess)
+                assert (agree.tolist(), seen.tolist()) == ref.support(ctx, guess)
             # Following from every stored place (and one past the end), with small windows.
             assert c.dropped == ref.dropped
             for start in range(ref.dropped, ref.dropped + len(ref.corpus) + 1, 3):
@@ -109,6 +112,20 @@ def test_follow_drafts_near_a_remembered_place():
     assert c.dropped == 15 and c.follow(4, 8, [4], 4)[1] == 0
     c.add([4, 5])
     assert c.follow(15, 8, [4], 4)[0].tolist() == [5]   # positions go on counting after a clear
+
+
+def test_support_counts_the_stored_continuations_that_agree():
+    c = CorpusMatcher(anchor=2)
+    c.add([1, 2, 3, 4, 5])
+    c.add([1, 2, 3, 9])
+    c.add([7, 2, 3, 4, 6])
+    agree, seen = c.support([2, 3], [4, 5, 8])
+    # Three documents go on after "2 3": two with 4, and of those one with 5, none with 8.
+    assert agree.tolist() == [2, 1, 0] and seen.tolist() == [3, 2, 1]
+    assert c.support([2, 3], [])[0].tolist() == []
+    assert c.support([5, 5], [4])[1].tolist() == [0]   # no candidate at all
+    with pytest.raises(ValueError):
+        c.support([2, 3], [-4])
 
 
 def test_follow_rejects_bad_places():

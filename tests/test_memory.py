@@ -23,6 +23,7 @@ from ngramspec.memory import (
     TokenizerMismatchError,
     memory_source,
     resumed_source,
+    support_source,
     tokenizer_fingerprint,
 )
 from ngramspec.proposer import Proposal, Proposer
@@ -63,7 +64,7 @@ def test_exported_lazily():
 def test_drafts_what_an_earlier_request_output():
     mem = Memory()
     p = mem.proposer_for(FakeLlm())
-    assert isinstance(p, Proposer) and p.name == "memory" and len(p.source_priors) == 13
+    assert isinstance(p, Proposer) and p.name == "memory" and len(p.source_priors) == 18
     p.source_base = 20
     run_request(p, "Q: weather in Paris?\nA:", ' {"tool": "get_weather", "city": "Paris"}')
     # A new request with the same chat header: the stored prompt tail lets memory
@@ -72,7 +73,7 @@ def test_drafts_what_an_earlier_request_output():
     prop = p.propose(12)
     assert isinstance(prop, Proposal) and prop.name == "memory"
     assert bytes(prop.tokens.tolist()) == b' {"tool": "g'
-    assert prop.match_length >= 3 and all(20 <= s < 33 for s in prop.sources)
+    assert prop.match_length >= 3 and all(20 <= s < 38 for s in prop.sources)
     p.accept(toks(' {"tool": "get_weather", "city": "'))
     prop = p.propose(4)  # "Paris" was stored, and the context now ends with its lead-in
     assert bytes(prop.tokens.tolist()) == b'Pari'
@@ -129,11 +130,29 @@ def test_follows_a_shape_past_a_new_value():
                                                                              for i in range(7)]
     p.accept(toks(', "city": "'))  # agreed: it follows the document again, synced
     prop = p.propose(6)
-    assert bytes(prop.tokens.tolist()) == b"Urumqi" and prop.sources[0] < 10
+    assert bytes(prop.tokens.tolist()) == b"Urumqi" and prop.sources[0] not in (10, 11, 12)   # not resumed
     # Without following (a fresh proposer), one token of context drafts nothing.
     q = mem.proposer_for(FakeLlm())
     q.begin(toks('row:{"zone": "CET"'))
     assert len(q.propose(8)) == 0
+
+
+def test_tokens_backed_by_several_stored_continuations_are_keyed_on_their_agreement():
+    mem = Memory(prompt_tail=0)
+    p = mem.proposer_for(FakeLlm())
+    for i in (1, 2, 3):
+        run_request(p, "", f'row {{"id": {i}, "ok": true}}')
+    p.begin(toks(""))
+    p.accept(toks('row {"id": '))
+    prop = p.propose(4)
+    # '": ' ends six stored places: three go on with an id (one of them this "3"), three with "true".
+    assert bytes(prop.tokens.tolist()) == b'3, "' and prop.sources[0] == support_source(1, 6) == 14
+    assert prop.sources[1] == memory_source(prop.match_length + 1, True)   # one document backs the rest
+    p.accept(toks('7, "ok": '))
+    prop = p.propose(4)
+    assert bytes(prop.tokens.tolist()) == b"true"
+    assert prop.sources == [support_source(3, 6), support_source(3, 3), support_source(3, 3), support_source(3, 3)]
+    assert support_source(3, 6) == 15 and support_source(3, 3) == 17 and support_source(1, 1) == 13
 
 
 def test_following_gives_up_after_the_window():

@@ -103,4 +103,7 @@ def test_a_burst_of_load_mid_generation_does_not_pin_the_curve(llm1, invariance1
     assert s.generated_tokens == TOKENS
     assert worst["r9"] >= 0.9 * 9                # the burst did price a 9-token batch near r(B) = B
     assert s.tokens_per_forward >= 2.0, ([t[2] for t in s.trace], s.relative_costs)
-    assert s.relative_costs[9] < 0.7 * 9         # not pinned at the worst case after the burst
+    # Not pinned at the worst case (the cap, r(9) = 9) after the burst. Not tighter: on a
+    # shared machine the one-token time itself moved 8.5-18 ms within one generation
+    # (2026-11-24), and r(9) at the end ranged 4.5-7.9 over repeated runs, burst or not.
+    assert s.relative_costs[9] < 0.95 * 9

@@ -36,6 +36,15 @@ struct Corpus {
     mutable std::mutex mutex;
 };
 
+// Runs `call` on the core without the GIL, under the instance's lock; the arguments
+// were converted and checked before, with the GIL held.
+template <typename Call>
+auto on_core(const Corpus& self, Call&& call) {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(self.mutex);
+    return call(self.core);
+}
+
 }  // namespace
 
 void bind_corpus_matcher(py::module_& m) {
@@ -72,12 +81,9 @@ Safe to share between threads.
                 const std::vector<std::int32_t> values = tokens_from_object(context);
                 const std::size_t count = checked_predict_count(n);
                 std::vector<std::int32_t> draft;
-                std::size_t match = 0;
-                {
-                    py::gil_scoped_release release;
-                    std::lock_guard<std::mutex> lock(self.mutex);
-                    match = self.core.predict(values.data(), values.size(), count, draft);
-                }
+                const std::size_t match = on_core(self, [&](const CorpusMatcher& core) {
+                    return core.predict(values.data(), values.size(), count, draft);
+                });
                 return py::make_tuple(to_numpy(draft), match);
             },
             py::arg("context"), py::arg("n"),
@@ -89,13 +95,10 @@ Safe to share between threads.
                 const std::vector<std::int32_t> values = tokens_from_object(context);
                 const std::size_t count = checked_predict_count(n);
                 std::vector<std::int32_t> draft;
-                std::size_t match = 0;
                 std::uint64_t at = 0;
-                {
-                    py::gil_scoped_release release;
-                    std::lock_guard<std::mutex> lock(self.mutex);
-                    match = self.core.predict(values.data(), values.size(), count, draft, &at);
-                }
+                const std::size_t match = on_core(self, [&](const CorpusMatcher& core) {
+                    return core.predict(values.data(), values.size(), count, draft, &at);
+                });
                 return py::make_tuple(to_numpy(draft), match, at);
             },
             py::arg("context"), py::arg("n"),
@@ -110,13 +113,10 @@ Safe to share between threads.
                 const std::vector<std::int32_t> values = tokens_from_object(context);
                 const std::size_t count = checked_predict_count(n);
                 std::vector<std::int32_t> draft;
-                std::size_t match = 0;
                 std::uint64_t at = 0;
-                {
-                    py::gil_scoped_release release;
-                    std::lock_guard<std::mutex> lock(self.mutex);
-                    match = self.core.follow(start, span, values.data(), values.size(), count, draft, &at);
-                }
+                const std::size_t match = on_core(self, [&](const CorpusMatcher& core) {
+                    return core.follow(start, span, values.data(), values.size(), count, draft, &at);
+                });
                 return py::make_tuple(to_numpy(draft), match, at);
             },
             py::arg("from_"), py::arg("window"), py::arg("context"), py::arg("n"),
@@ -131,11 +131,9 @@ Safe to share between threads.
                 const std::vector<std::int32_t> values = tokens_from_object(context);
                 const std::vector<std::int32_t> guess = tokens_from_object(draft);
                 std::vector<std::uint32_t> agree, seen;
-                {
-                    py::gil_scoped_release release;
-                    std::lock_guard<std::mutex> lock(self.mutex);
-                    self.core.support(values.data(), values.size(), guess.data(), guess.size(), agree, seen);
-                }
+                on_core(self, [&](const CorpusMatcher& core) {
+                    core.support(values.data(), values.size(), guess.data(), guess.size(), agree, seen);
+                });
                 return py::make_tuple(py::array_t<std::uint32_t>(agree.size(), agree.data()),
                                       py::array_t<std::uint32_t>(seen.size(), seen.data()));
             },

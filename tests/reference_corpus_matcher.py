@@ -31,21 +31,12 @@ class ReferenceCorpusMatcher:
         return draft, match
 
     def predict_at(self, context, n: int) -> tuple[list[int], int, int]:
-        c, a = self.corpus, self.anchor
         ctx = [int(t) for t in context]
-        if n == 0 or len(ctx) < a:
+        if n == 0:
             return [], 0, 0
-        suffix = ctx[-a:]
-        longest = min(self.max_match, len(ctx))
-        # Positions whose anchor equals the context's and whose next token is not a
-        # boundary, newest first.
-        ends = [e for e in range(len(c) - 2, a - 2, -1)
-                if c[e - a + 1: e + 1] == suffix and c[e + 1] != BOUNDARY][: self.max_candidates]
         best_len, best_end = 0, -1
-        for e in ends:
-            length = 0
-            while length < min(longest, e + 1) and c[e - length] == ctx[-1 - length]:
-                length += 1
+        for e in self._candidates(ctx):
+            length = self._backward(e, ctx)
             if length > best_len:
                 best_len, best_end = length, e
         if best_len == 0:
@@ -54,14 +45,9 @@ class ReferenceCorpusMatcher:
 
     def support(self, context, draft) -> tuple[list[int], list[int]]:
         """Per draft token: candidates (as predict_at takes them) agreeing with draft[:i+1], and with draft[:i]."""
-        c, a = self.corpus, self.anchor
-        ctx, draft = [int(t) for t in context], [int(t) for t in draft]
+        c, draft = self.corpus, [int(t) for t in draft]
         agree, seen = [0] * len(draft), [0] * len(draft)
-        if not draft or len(ctx) < a:
-            return agree, seen
-        ends = [e for e in range(len(c) - 2, a - 2, -1)
-                if c[e - a + 1: e + 1] == ctx[-a:] and c[e + 1] != BOUNDARY][: self.max_candidates]
-        for e in ends:
+        for e in self._candidates([int(t) for t in context]) if draft else []:
             for i, t in enumerate(draft):
                 seen[i] += 1
                 if c[e + 1 + i] != t:
@@ -80,14 +66,28 @@ class ReferenceCorpusMatcher:
         for end in range(first, min(len(c), first + window)):
             if c[end] == BOUNDARY or c[end + 1] == BOUNDARY:
                 break
-            length = 0
-            while length < min(self.max_match, len(ctx), end + 1) and c[end - length] == ctx[-1 - length]:
-                length += 1
+            length = self._backward(end, ctx)
             if length > best_len:
                 best_len, best_end = length, end
         if best_len == 0:
             return [], 0, 0
         return self._copy(best_end + 1, n), best_len, self.dropped + best_end + 1
+
+    def _candidates(self, ctx: list[int]) -> list[int]:
+        """Positions whose anchor equals the context's end and whose next token is not
+        a boundary, newest first, at most max_candidates."""
+        c, a = self.corpus, self.anchor
+        if len(ctx) < a:
+            return []
+        return [e for e in range(len(c) - 2, a - 2, -1)
+                if c[e - a + 1: e + 1] == ctx[-a:] and c[e + 1] != BOUNDARY][: self.max_candidates]
+
+    def _backward(self, end: int, ctx: list[int]) -> int:
+        """How far the context's end matches the corpus ending at ``end`` (a boundary stops it)."""
+        length, c = 0, self.corpus
+        while length < min(self.max_match, len(ctx), end + 1) and c[end - length] == ctx[-1 - length]:
+            length += 1
+        return length
 
     def clear(self) -> None:
         self.dropped += len(self.corpus)

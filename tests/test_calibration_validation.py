@@ -197,3 +197,44 @@ def test_a_measurement_that_overruns_its_budget_gives_the_prior_at_once():
     fn, calls = scripted(short)
     curve = measure_cost_curve(None, [2, 4, 8], repeats=5, time_rounds=fn)
     assert len(calls) == 1 and curve.origin == "prior" and "budget" in (curve.reason or "")
+
+
+# llama-cpp-python's default threads on 2 cores: one token on 1 thread, batches on 2.
+# Qwen2.5-Coder-0.5B on the Xeon, 5 interleaved rounds, spread under 3%: a batch of 2
+# is cheaper than one token. Real, not noise; it failed validation (and every process
+# then ran on the prior) until the rules knew the thread counts.
+SPLIT_THREADS = {1: 1.0, 2: 0.82, 3: 1.05, 4: 1.29, 5: 1.46, 6: 1.73, 7: 1.93, 8: 2.15, 9: 2.38}
+
+
+def test_a_batch_on_more_threads_may_be_cheaper_than_one_token():
+    assert validate_curve(SPLIT_THREADS, threads=(1, 2)) is None
+    assert "non-decreasing" in (validate_curve(SPLIT_THREADS) or "")            # threads unknown: the strict rule
+    assert "non-decreasing" in (validate_curve(SPLIT_THREADS, threads=(2, 2)) or "")
+    relative, _spread, reason = evaluate_rounds(rounds_from(SPLIT_THREADS, 5, 0.01), threads=(1, 2))
+    assert reason is None and relative[2] == pytest.approx(0.82, rel=0.03)
+
+
+@pytest.mark.parametrize("curve, fragment", [
+    ({1: 1.0, 2: 0.5 * (1 - MONOTONE_TOLERANCE) - 0.01, 3: 1.0}, "batch threads"),  # faster than 2 threads can be
+    ({1: 1.0, 2: 0.82, 3: 0.82 * (1 - MONOTONE_TOLERANCE) - 0.01}, "non-decreasing"),  # among the batch sizes
+    ({1: 1.0, 2: 2.0 * (1 + UPPER_TOLERANCE) + 0.01}, "exceeds"),
+])
+def test_split_threads_keep_the_other_rules(curve, fragment):
+    assert fragment in (validate_curve(curve, threads=(1, 2)) or "")
+
+
+def test_fewer_batch_threads_allow_dearer_batches():
+    dear = {1: 1.0, 2: 3.0, 3: 4.0}     # one token on 2 threads, batches on 1
+    assert validate_curve(dear, threads=(2, 1)) is None
+    assert "exceeds" in (validate_curve(dear) or "")
+
+
+def test_a_stored_split_thread_curve_loads_only_with_its_threads():
+    rounds = rounds_from(SPLIT_THREADS, 5, 0.01)
+    relative, spread, reason = evaluate_rounds(rounds, threads=(1, 2))
+    assert reason is None
+    curve = CostCurveResult(relative, "measured", True, 1.7e9, 5, STATISTIC, (1, 2), None, spread, 1, 128)
+    back = CostCurveResult.from_json(curve.to_json())
+    assert back.relative == curve.relative and back.threads == (1, 2)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        CostCurveResult.from_json(dict(curve.to_json(), threads=None))

@@ -83,7 +83,7 @@ def test_interleaved_measurement_on_the_real_model(llm):
     assert curve.threads == (llm.context_params.n_threads, llm.context_params.n_threads_batch)
     if curve.passed:      # quiet enough: a validated measurement, with how it was made
         assert curve.origin == "measured" and curve.statistic == STATISTIC and curve.repeats == 3
-        assert validate_curve(curve.relative, curve.spread) is None and 1 <= curve.attempts <= 2
+        assert validate_curve(curve.relative, curve.spread, threads=curve.threads) is None and 1 <= curve.attempts <= 2
         assert set(curve.spread) == {1, 2, 3, 4}
     else:                 # too busy: the stated prior and why, never the clip r(B) = B
         assert curve.origin == "prior" and curve.reason

@@ -27,18 +27,39 @@ would be accepted, and both are counted (``explored``):
 The scale is also bounded by what is physically plausible: r(B) <= B for every
 priced B (a batch is never dearer than B single tokens), so an inflated timing
 cannot price drafting out by more than that.
+
+A batch cheaper than one token. llama.cpp decodes one token on ``n_threads`` and a
+batch on ``n_threads_batch``; llama-cpp-python's defaults (half the cores, every
+core) make a batch run on more threads, and then r(2) < 1 (Qwen2.5-Coder-0.5B on 2
+cores: r(2) = 0.82, r(9) = 2.38). A line through r(1) = 1 cannot fit that: it
+priced r(2) at 1.07 and r(9) at 1.55 after online correction (the small batches'
+timings pull its slope down), so short drafts looked dear and long ones cheap. So
+when the measured curve's smallest batch is cheaper than one token, the batch
+sizes get a line of their own: r(B) = 1 + ``batch_offset`` + scale * extra(B) for
+B >= 2 (``batch_offset`` < 0 is fixed at calibration; online timings scale the
+per-row part as before). Otherwise ``batch_offset`` is 0 and nothing changes.
 """
 from __future__ import annotations
 
 import math
 
-__all__ = ["CostModel", "REFRESH_AFTER", "DRIFT", "DRIFT_AFTER"]
+__all__ = ["CostModel", "MIN_BATCH_COST", "REFRESH_AFTER", "DRIFT", "DRIFT_AFTER"]
 
+#: The cheapest a batch is priced, relative to one token, when batches run on more
+#: threads than one token (r(2) = n_threads / n_threads_batch at perfect scaling;
+#: 0.25 allows four times the threads).
+MIN_BATCH_COST = 0.25
 #: Passes without a one-token timing after which the one-token time is stale.
 REFRESH_AFTER = 128
 #: ... or after DRIFT_AFTER passes, if the scale moved by more than a factor DRIFT since.
 DRIFT = 2.0
 DRIFT_AFTER = 8
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else 0.5 * (v[mid - 1] + v[mid])
 
 
 class CostModel:
@@ -54,6 +75,7 @@ class CostModel:
         self.alpha = alpha
         self.learn = learn
         self._extra = [prior_slope * (b - 1) for b in range(max(max_batch, 1) + 1)]  # index = batch size
+        self.batch_offset = 0.0  # added to r(B) for B >= 2 (< 0: a batch runs on more threads)
         self._costs = [1.0 + e for e in self._extra]  # r(B) by batch size, kept current
         self._timed = 0  # verify passes timed since the curve was last set
         self.single_seconds = math.nan  # moving average of a one-token decode
@@ -70,21 +92,35 @@ class CostModel:
         takes the median of the per-size slopes; and only with ``shape`` (a curve
         known to bend, as fast mode's does at 8+ rows) do single sizes depart from
         that line, by at most a factor of two either way. A larger batch is never
-        priced below a smaller one. Online timings then scale the curve."""
-        clipped = {b: min(max(r, 1.0), float(b)) for b, r in relative_costs.items()
-                   if 1 < b < len(self._extra) and r == r}
-        if not clipped:
+        priced below a smaller one. Online timings then scale the curve.
+
+        When the smallest priced batch costs less than one token (batches on more
+        threads: see the module docstring), the batch sizes are fitted on their own:
+        r(B) = r(b0) + slope (B - b0) from the smallest size b0, with the median of
+        the per-size slopes from it (at most 1, so r(B) <= B beyond the sizes
+        measured); ratios are first clipped to [r(b0), B], and r(b0) to at least
+        MIN_BATCH_COST."""
+        given = {b: r for b, r in relative_costs.items() if 1 < b < len(self._extra) and r == r}
+        if not given:
             return
-        slopes = sorted((r - 1.0) / (b - 1) for b, r in clipped.items())
-        mid = len(slopes) // 2
-        slope = slopes[mid] if len(slopes) % 2 else 0.5 * (slopes[mid - 1] + slopes[mid])
+        first = min(given)
+        low = max(given[first], MIN_BATCH_COST) if given[first] < 1.0 else 1.0
+        clipped = {b: min(max(r, low), float(b)) for b, r in given.items()}
+        offset = 0.0
+        if low < 1.0:
+            rest = [(r - low) / (b - first) for b, r in clipped.items() if b > first]
+            slope = min(_median(rest), 1.0) if rest else 0.0   # r(B) <= B for every B beyond
+            offset = low - 1.0 - slope * (first - 1)
+        else:
+            slope = _median([(r - 1.0) / (b - 1) for b, r in clipped.items()])
         extra = [slope * (b - 1) for b in range(len(self._extra))]
         if shape:
             for b, r in clipped.items():
-                extra[b] = min(max(r - 1.0, 0.5 * extra[b]), 2.0 * extra[b])
+                extra[b] = min(max(r - 1.0 - offset, 0.5 * extra[b]), 2.0 * extra[b])
         for b in range(2, len(extra)):
             extra[b] = max(extra[b], extra[b - 1])
-        self._extra, self.scale, self._timed, self._scale_at_single = extra, 1.0, 0, 1.0
+        self._extra, self.batch_offset = extra, offset
+        self.scale, self._timed, self._scale_at_single = 1.0, 0, 1.0
         if origin is not None:
             self.origin = origin
         self._max_scale = self._plausible_max()
@@ -92,11 +128,12 @@ class CostModel:
 
     def _plausible_max(self) -> float:
         """The largest scale with r(B) <= B for every priced B."""
-        bounds = [(b - 1) / e for b, e in enumerate(self._extra) if b > 1 and e > 0]
+        bounds = [(b - 1 - self.batch_offset) / e for b, e in enumerate(self._extra) if b > 1 and e > 0]
         return max(1.0, min(bounds)) if bounds else math.inf
 
     def _refresh(self) -> None:
-        self._costs = [1.0 + self.scale * e for e in self._extra]
+        off = self.batch_offset
+        self._costs = [1.0 + (off if b > 1 else 0.0) + self.scale * e for b, e in enumerate(self._extra)]
 
     def relative_cost(self, batch: int) -> float:
         return self._costs[batch]
@@ -142,7 +179,7 @@ class CostModel:
             return
         self.passes_since_single += 1
         if self.learn and not math.isnan(self.single_seconds) and self._extra[batch] > 0:
-            ratio = (seconds / self.single_seconds - 1.0) / self._extra[batch]
+            ratio = (seconds / self.single_seconds - 1.0 - self.batch_offset) / self._extra[batch]
             # A running mean over the first passes, so a few real timings quickly
             # outweigh a start-up measurement a busy machine may have spoiled;
             # then a moving average.

@@ -238,3 +238,14 @@ def test_a_stored_split_thread_curve_loads_only_with_its_threads():
     assert back.relative == curve.relative and back.threads == (1, 2)
     with pytest.raises(ValueError, match="non-decreasing"):
         CostCurveResult.from_json(dict(curve.to_json(), threads=None))
+
+
+def test_a_bare_report_judges_its_timings_with_the_threads_it_ran_on():
+    split = report_with_seconds({b: 0.01 * r for b, r in SPLIT_THREADS.items()}, 0.01)
+    assert split.relative_costs() == prior_curve(SPLIT_THREADS, "").relative    # threads unknown: strict
+    split.threads = (1, 2)
+    assert split.relative_costs() == {b: pytest.approx(r) for b, r in SPLIT_THREADS.items()}
+
+
+def test_the_check_records_the_threads_of_the_context(invariance, llm):
+    assert invariance.threads == (llm.context_params.n_threads, llm.context_params.n_threads_batch)

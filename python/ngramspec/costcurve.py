@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from typing_extensions import TypeGuard  # typing's from Python 3.10
 
 __all__ = ["CostCurve", "CostCurveResult", "ContextCost", "measure_verify_cost", "measure_cost_curve",
-           "prior_curve", "validate_curve", "summarize_rounds", "PRIOR_SLOPE", "STATISTIC"]
+           "prior_curve", "validate_curve", "llm_threads", "summarize_rounds", "PRIOR_SLOPE", "STATISTIC"]
 
 # ---------------------------------------------------------------------------
 # Validation rules for a measured r(B) (each a stated tolerance).
@@ -391,7 +391,8 @@ def evaluate_rounds(rounds: Sequence[Mapping[int, float]], threads: tuple[int, i
     return relative, spread, validate_curve(relative, spread, threads=threads)
 
 
-def _threads(llm: Any) -> tuple[int, int] | None:
+def llm_threads(llm: Any) -> tuple[int, int] | None:
+    """(n_threads, n_threads_batch) of a Llama's context, if it says."""
     cp: Any = getattr(llm, "context_params", None)
     try:
         return int(cp.n_threads), int(cp.n_threads_batch)
@@ -477,7 +478,7 @@ def measure_cost_curve(llm: Any, sizes: Iterable[int], *, repeats: int = 5, atte
         if room < 1:
             raise ValueError(f"n_ctx {_llama.usable_n_ctx(llm)} is too small to time a batch of {sizes_l[-1]}")
         context_tokens = max(1, min(context_tokens, room))
-        threads = _threads(llm)
+        threads = llm_threads(llm)
         rng = random.Random(seed)
 
         def time_rounds(s: list[int], n: int, attempt: int) -> list[dict[int, float]]:

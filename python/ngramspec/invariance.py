@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import _llama
-from .costcurve import CostCurveResult, prior_curve, validate_curve
+from .costcurve import CostCurveResult, llm_threads, prior_curve, validate_curve
 
 __all__ = ["BatchSizeResult", "InvarianceReport", "check_batch_invariance", "check_sizes", "effective_max_batch",
            "CHECK_DENSE_UP_TO", "MAX_CHECK_BATCH"]
@@ -91,6 +91,7 @@ class InvarianceReport:
     results: dict[int, BatchSizeResult] = field(default_factory=dict)
     single_token_seconds: float = float("nan")  # median of the check's one-token decodes
     cost_curve: CostCurveResult | None = None
+    threads: tuple[int, int] | None = None  # (n_threads, n_threads_batch) the check ran with, if known
 
     @property
     def invariant_sizes(self) -> list[int]:
@@ -114,7 +115,7 @@ class InvarianceReport:
         if not (isinstance(one, float) and np.isfinite(one) and one > 0) or not timed:
             return None
         relative = {b: t / one for b, t in timed.items()}
-        reason = validate_curve(relative, r1_tolerance=ONE_SHOT_R1_TOLERANCE)
+        reason = validate_curve(relative, r1_tolerance=ONE_SHOT_R1_TOLERANCE, threads=self.threads)
         if reason is not None:
             return prior_curve(self.results, f"the invariance check's one-shot timings failed validation: {reason}")
         relative[1] = 1.0
@@ -194,7 +195,7 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
             _llama.decode(llm, batch)
             singles.append(time.perf_counter() - t0)
             reference[i] = _llama.output_logits(llm, 1)[0]
-        report = InvarianceReport()
+        report = InvarianceReport(threads=llm_threads(llm))
         report.single_token_seconds = float(np.median(singles))
         from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
 

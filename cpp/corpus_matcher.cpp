@@ -61,20 +61,18 @@ void CorpusMatcher::add(const std::int32_t* tokens, std::size_t count) {
     push(kBoundary);
 }
 
-std::size_t CorpusMatcher::predict(const std::int32_t* context, std::size_t count, std::size_t max_tokens,
-                                   std::vector<std::int32_t>& out, std::uint64_t* at) const {
-    out.clear();
+template <typename Visit>
+void CorpusMatcher::for_each_candidate(const std::int32_t* context, std::size_t count, std::size_t measure,
+                                       Visit&& visit) const {
     const auto a = static_cast<std::size_t>(anchor_);
-    if (max_tokens == 0 || count < a || corpus_.empty()) return 0;
     const std::int32_t* c = corpus_.data();
     const std::int32_t* last = context + (count - 1);  // the context's newest token
-    const std::size_t longest = std::min(max_match_, count);
-    std::size_t best_len = 0, best_end = 0, examined = 0, foreign = 0;
+    std::size_t examined = 0, foreign = 0;
     for (std::uint32_t pos = index_.first(context + (count - a)); pos != AnchorIndex::kNone && examined < max_candidates_;
          pos = index_.next(pos)) {
         const std::size_t end = pos;
         std::size_t len = 0;
-        const std::size_t limit = std::min(longest, end + 1);
+        const std::size_t limit = std::min(measure, end + 1);
         // A boundary never equals a context token, so the match stops at its document's start.
         while (len < limit && c[end - len] == *(last - len)) ++len;
         if (len < a) {  // another anchor sharing the slot, not a candidate
@@ -83,13 +81,25 @@ std::size_t CorpusMatcher::predict(const std::int32_t* context, std::size_t coun
         }
         if (c[end + 1] == kBoundary) continue;  // the end of a document: nothing to copy
         ++examined;
+        if (!visit(end, len)) break;
+    }
+}
+
+std::size_t CorpusMatcher::predict(const std::int32_t* context, std::size_t count, std::size_t max_tokens,
+                                   std::vector<std::int32_t>& out, std::uint64_t* at) const {
+    out.clear();
+    if (max_tokens == 0 || count < static_cast<std::size_t>(anchor_) || corpus_.empty()) return 0;
+    const std::size_t longest = std::min(max_match_, count);
+    std::size_t best_len = 0, best_end = 0;
+    for_each_candidate(context, count, longest, [&](std::size_t end, std::size_t len) {
         if (len > best_len) {  // strictly longer: among equals the newest (seen first) stays
             best_len = len;
             best_end = end;
-            if (len == longest) break;
         }
-    }
+        return len < longest;
+    });
     if (best_len == 0) return 0;
+    const std::int32_t* c = corpus_.data();
     for (std::size_t src = best_end + 1; out.size() < max_tokens && c[src] != kBoundary; ++src) out.push_back(c[src]);
     if (at != nullptr) *at = dropped_ + best_end + 1;
     return best_len;
@@ -133,19 +143,7 @@ void CorpusMatcher::support(const std::int32_t* context, std::size_t count, cons
     const auto a = static_cast<std::size_t>(anchor_);
     if (n == 0 || count < a || corpus_.empty()) return;
     const std::int32_t* c = corpus_.data();
-    const std::int32_t* last = context + (count - 1);
-    std::size_t examined = 0, foreign = 0;
-    for (std::uint32_t pos = index_.first(context + (count - a)); pos != AnchorIndex::kNone && examined < max_candidates_;
-         pos = index_.next(pos)) {
-        const std::size_t end = pos;
-        std::size_t len = 0;
-        while (len < a && c[end - len] == *(last - len)) ++len;  // indexed positions have end + 1 >= a
-        if (len < a) {  // another anchor sharing the slot, as in predict()
-            if (++foreign > kMaxForeignSteps) break;
-            continue;
-        }
-        if (c[end + 1] == kBoundary) continue;
-        ++examined;
+    for_each_candidate(context, count, a, [&](std::size_t end, std::size_t) {
         // A draft token is never a boundary, so the agreement stops at the document's end.
         std::size_t m = 0;
         while (m < n && c[end + 1 + m] == draft[m]) ++m;
@@ -153,7 +151,8 @@ void CorpusMatcher::support(const std::int32_t* context, std::size_t count, cons
             ++seen[i];
             if (i < m) ++agree[i];
         }
-    }
+        return true;
+    });
 }
 
 void CorpusMatcher::clear() {

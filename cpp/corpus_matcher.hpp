@@ -89,6 +89,13 @@ public:
     std::size_t memory_bytes() const { return corpus_.capacity() * sizeof(std::int32_t) + index_.memory_bytes(); }
 
 private:
+    // Walks the candidates predict() and support() weigh, newest first: indexed
+    // positions whose backward match with the end of `context` is at least `anchor`
+    // tokens long (measured up to `measure`) and that have a continuation, at most
+    // max_candidates of them; `visit(end, match_length)` returns false to stop.
+    template <typename Visit>
+    void for_each_candidate(const std::int32_t* context, std::size_t count, std::size_t measure,
+                            Visit&& visit) const;
     bool indexable(const std::int32_t* tokens, std::size_t end) const;
     void rebuild_index(std::size_t count);  // indexes corpus_[0, count)
     void push(std::int32_t token);

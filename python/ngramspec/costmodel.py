@@ -42,6 +42,7 @@ per-row part as before). Otherwise ``batch_offset`` is 0 and nothing changes.
 from __future__ import annotations
 
 import math
+import statistics
 
 __all__ = ["CostModel", "MIN_BATCH_COST", "REFRESH_AFTER", "DRIFT", "DRIFT_AFTER"]
 
@@ -54,12 +55,6 @@ REFRESH_AFTER = 128
 #: ... or after DRIFT_AFTER passes, if the scale moved by more than a factor DRIFT since.
 DRIFT = 2.0
 DRIFT_AFTER = 8
-
-
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else 0.5 * (v[mid - 1] + v[mid])
 
 
 class CostModel:
@@ -109,10 +104,10 @@ class CostModel:
         offset = 0.0
         if low < 1.0:
             rest = [(r - low) / (b - first) for b, r in clipped.items() if b > first]
-            slope = min(_median(rest), 1.0) if rest else 0.0   # r(B) <= B for every B beyond
+            slope = min(statistics.median(rest), 1.0) if rest else 0.0   # r(B) <= B for every B beyond
             offset = low - 1.0 - slope * (first - 1)
         else:
-            slope = _median([(r - 1.0) / (b - 1) for b, r in clipped.items()])
+            slope = statistics.median([(r - 1.0) / (b - 1) for b, r in clipped.items()])
         extra = [slope * (b - 1) for b in range(len(self._extra))]
         if shape:
             for b, r in clipped.items():

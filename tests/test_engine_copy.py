@@ -2,6 +2,9 @@
 the stats, and exact (the identity tests cover exactness on every prompt)."""
 from __future__ import annotations
 
+import pytest
+
+from ngramspec.costmodel import MIN_BATCH_COST
 from plain import plain_tokens
 from prompts import PROMPTS
 
@@ -48,11 +51,19 @@ def test_calibrated_from_the_invariance_check(llm, invariance):
     engine = SpeculativeEngine(llm, invariance=invariance)
     engine.plan()
     costs = invariance.relative_costs()
-    # A quiet machine can time r(2) just under 1 (0.98 seen in a CI run); the policy's
-    # line through the measured sizes (robust: see test_policy) is never below 1 and rises.
+    # The fixture runs at llama-cpp-python's default threads: on 2 cores one token on 1
+    # thread, batches on 2, so r(2) can be timed under 1 (0.98 seen in a CI run). The
+    # policy then prices r(2) as measured, its batch sizes on a line of their own
+    # (CostModel.batch_offset); otherwise on a line through r(1) = 1, never below 1.
+    # Either way the line rises.
     assert 2 in costs and costs[2] > 0.5
     top = engine.max_draft + 1
-    assert 1.0 <= engine.policy.relative_cost(2) <= engine.policy.relative_cost(top)
+    r2 = engine.policy.relative_cost(2)
+    if costs[2] < 1.0:
+        assert r2 == pytest.approx(max(costs[2], MIN_BATCH_COST))
+    else:
+        assert r2 >= 1.0
+    assert r2 <= engine.policy.relative_cost(top)
     assert engine.policy.relative_cost(top) > 1.0
 
 

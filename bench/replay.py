@@ -21,6 +21,15 @@ explores as the engine does; --no-explore turns exploration off to compare, and
 --burst A:B:F multiplies every pass's timing in passes A..B-1 of each output by F
 (load arriving mid-generation). The header counts the explored passes.
 
+--hindsight adds a column: the same proposals, each pass verifying the offered
+one that is right for longest, exactly as far as it is right. The gap between it
+and the limit is what the proposals never offer; the gap between the policy and
+it is the policy's uncertainty about which draft is right and for how long.
+
+--prediction right|wrong replays a predicted_edit report
+(python -m ngramspec.suite.predicted_edit) with each item's prediction, or its
+unrelated wrong one, as the engine's PredictionProposer.
+
 With --context-cost (a JSON from bench/context_cost.py), every pass is also
 priced at the context length it runs at, the replayed schedule and the limit
 alike, and plain decoding by the same clock.
@@ -38,12 +47,15 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
+from ngramspec._llama import tokenize_text
 from ngramspec.copy_proposer import CopyProposer
 from ngramspec.costcurve import ContextCost
 from ngramspec.drafter import Drafter
 from ngramspec.engine import prompt_tokens_for
 from ngramspec.ngram_proposer import NGramProposer
 from ngramspec.policy import CostAwarePolicy
+from ngramspec.prediction import PredictionProposer
+from ngramspec.proposer import Proposal
 from ngramspec.suite import oracle, sources
 from ngramspec.suite.runner import _model_path
 
@@ -69,13 +81,38 @@ def load_curve(spec: str, data: dict) -> tuple[list[float], list[int]]:
     return cost, [int(b) for b in raw.get("exact_sizes", range(1, len(cost) + 1))]
 
 
+def best_in_hindsight(offered: list[Proposal], truth: list[int], cost: list[float],
+                      allowed: np.ndarray) -> Proposal:
+    """The offered proposal that yields the most tokens per unit of cost when
+    verified exactly as far as it agrees with ``truth`` (the tokens that follow);
+    empty when none beats a plain pass."""
+    best, best_m, best_rate = Proposal.none(), 0, 1.0
+    for p in offered:
+        m = 0
+        while m < len(p) and m < len(truth) and int(p.tokens[m]) == truth[m]:
+            m += 1
+        while m > 0 and not allowed[m + 1]:
+            m -= 1
+        if m and (m + 1) / cost[m] > best_rate:
+            best, best_m, best_rate = p, m, (m + 1) / cost[m]
+    return best.head(best_m) if best_m else Proposal.none()
+
+
 def replay(prompt: list[int], output: list[int], cost: list[float], allowed: np.ndarray, max_draft: int,
            policy: CostAwarePolicy, priced: ContextCost | None = None,
-           burst: tuple[int, int, float] | None = None) -> tuple[float, int, float]:
+           burst: tuple[int, int, float] | None = None,
+           prediction: list[int] | None = None, hindsight: bool = False) -> tuple[float, int, float]:
     """(total verify cost in single-token passes, passes, the same passes priced in
     seconds at their context by ``priced``, or nan) for output[1:], drafted by the
-    engine's own Drafter."""
-    drafter = Drafter([NGramProposer(), CopyProposer()], policy, allowed, max_draft)
+    engine's own Drafter (with a PredictionProposer when given ``prediction``).
+    ``hindsight``: each pass verifies, instead of the policy's choice, the offered
+    proposal that is right for longest, exactly as far as it is right (when that
+    beats a plain pass): what a policy that knew each draft's fate would make of
+    the same proposals."""
+    proposers: list = [NGramProposer(), CopyProposer()]
+    if prediction is not None:
+        proposers.append(PredictionProposer(prediction))
+    drafter = Drafter(proposers, policy, allowed, max_draft)
     drafter.begin(prompt)
     drafter.accept(output[:1])
     t, total, passes = 0, 0.0, 0    # output[: t + 1] is emitted
@@ -83,6 +120,8 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: np.
     n = len(output)
     while t < n - 1:
         draft = drafter.draft(n - 2 - t)
+        if hindsight:
+            draft = best_in_hindsight(drafter.offered, output[t + 1:], cost, allowed)
         k, accepted = len(draft), 0
         while accepted < k and int(draft.tokens[accepted]) == output[t + 1 + accepted]:
             accepted += 1
@@ -114,6 +153,12 @@ def main() -> int:
                     "as trap, or a file); timings come from --cost-curve and the cost is learned online")
     ap.add_argument("--no-explore", action="store_true", help="with --believed-curve: no online exploration")
     ap.add_argument("--burst", help="A:B:F: timings of passes A..B-1 of each output multiplied by F")
+    ap.add_argument("--hindsight", action="store_true",
+                    help="add a column: the same proposals, each pass verifying the one right for longest exactly as "
+                         "far as it is right (what the proposals offer; the gap to the policy is its uncertainty)")
+    ap.add_argument("--prediction", choices=("none", "right", "wrong"), default="none",
+                    help="a predicted_edit report (python -m ngramspec.suite.predicted_edit): replay with each "
+                         "item's prediction, or its unrelated wrong one, as the engine's PredictionProposer")
     opts = ap.parse_args()
     burst = None
     if opts.burst:
@@ -121,7 +166,8 @@ def main() -> int:
         burst = (int(a), int(b), float(f))
     data = json.loads(Path(opts.report).read_text())
     llm = llama_cpp.Llama(_model_path(data["model"]), vocab_only=True, verbose=False)
-    items = {(w.name, i.label): i for w in sources.build(llm, data["quick"]) for i in w.items}
+    names = sorted({r["workload"] for r in data["runs"]})
+    items = {(w.name, i.label): i for w in sources.build(llm, data["quick"], names) for i in w.items}
     cost, exact_sizes = load_curve(opts.cost_curve, data)
     max_draft = min(opts.max_draft, len(cost) - 1)
     sizes = [opts.all_sizes or b in exact_sizes for b in range(1, len(cost) + 1)]
@@ -157,19 +203,32 @@ def main() -> int:
         output = llm.tokenize(r["text"].encode(), add_bos=False, special=True)
         if len(output) < 2:
             continue
-        spent, _, seconds = replay(prompt, output, cost, allowed, max_draft, fresh_policy(), priced, burst)
+        item = items[(r["workload"], r["item"])]
+        text = {"none": None, "right": item.prediction, "wrong": item.wrong_prediction}[opts.prediction]
+        predicted = None if text is None else tokenize_text(llm, text)
+        spent, _, seconds = replay(prompt, output, cost, allowed, max_draft, fresh_policy(), priced, burst,
+                                   predicted)
+        seen = float("nan")
+        if opts.hindsight:
+            policy = CostAwarePolicy(max_draft + 1, learn_cost=False)
+            policy.calibrate({b + 1: c for b, c in enumerate(cost[: max_draft + 1])}, shape=opts.all_sizes)
+            seen = replay(prompt, output, cost, allowed, max_draft, policy, prediction=predicted, hindsight=True)[0]
         # The limit may use every size of the curve, beyond max_draft.
         limit = oracle.model_free_limit(prompt, output, cost, sizes)
-        row = [spent, limit.cost, len(output) - 1]
+        row = [spent, limit.cost, len(output) - 1, seen]
         if priced:
             at = oracle.priced_by_context(len(prompt), priced.time)
             limit_ctx = oracle.model_free_limit(prompt, output, cost, sizes, cost_at=at)
             row += [seconds, limit_ctx.cost, limit_ctx.plain_cost or 0.0]
         by_workload.setdefault(r["workload"], []).append(tuple(row))
     head = "| workload | replayed speed-up | limit | % of limit |"
+    if opts.hindsight:
+        head += " offered, in hindsight | its % of limit |"
     if priced:
         head += " priced by context: replayed | limit | % of limit |"
     kind = "every size" if opts.all_sizes else "exact sizes"
+    if opts.prediction != "none":
+        kind += f", {opts.prediction} prediction"
     note = ""
     if opts.believed_curve:
         explored = sum(p.explored for p in {id(p): p for p in policies}.values())
@@ -179,10 +238,12 @@ def main() -> int:
     print("|---" * (head.count("|") - 1) + "|")
     for name, rows in by_workload.items():
         sums = [sum(x[i] for x in rows) for i in range(len(rows[0]))]
-        spent, lim, tokens = sums[:3]
+        spent, lim, tokens, seen = sums[:4]
         line = f"| {name} | {tokens / spent:.2f}x | {tokens / lim:.2f}x | {lim / spent:.0%} |"
+        if opts.hindsight:
+            line += f" {tokens / seen:.2f}x | {lim / seen:.0%} |"
         if priced:
-            seconds, lim_s, plain_s = sums[3:]
+            seconds, lim_s, plain_s = sums[4:]
             line += f" {plain_s / seconds:.2f}x | {plain_s / lim_s:.2f}x | {lim_s / seconds:.0%} |"
         print(line)
     return 0

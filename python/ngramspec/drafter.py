@@ -108,6 +108,12 @@ class Drafter:
             p.end(self._output)
 
     @property
+    def offered(self) -> list[Proposal]:
+        """What every proposer offered for the latest ``draft`` (until the next
+        ``accept``): for analysis, such as bench/replay.py's hindsight bound."""
+        return list(self._offered)
+
+    @property
     def output(self) -> list[int]:
         """Every token accepted since ``begin``."""
         return self._output

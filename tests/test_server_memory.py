@@ -1,4 +1,5 @@
-"""`ngramspec serve --memory FILE`: checked before the model loads; a bad file is one line."""
+"""`ngramspec serve --memory FILE`: checked before the model loads (a bad file is
+one line), and saved when the server stops, by SIGTERM as by SIGINT."""
 from __future__ import annotations
 
 import pytest
@@ -32,3 +33,55 @@ def test_bad_memory_files_are_user_errors(tmp_path, make):
         path = tmp_path / "missing" / "mem.bin"
     with pytest.raises(server.UserError, match="--memory"):
         _options(tmp_path, "--memory", str(path))
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
+def test_memory_is_saved_when_the_server_is_stopped(tmp_path, smollm2_path, how):
+    """A plain `kill` (systemd, docker stop) stops uvicorn with SIGTERM, which it
+    re-raises after its shutdown, so an `atexit` save never ran and the memory of
+    every request was lost; the save now runs at the app's shutdown."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    httpx = pytest.importorskip("httpx")
+    from ngramspec.memory import Memory
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = tmp_path / "served.mem"
+    log = tmp_path / "serve.log"
+    cmd = [sys.executable, "-m", "ngramspec", "serve", "--model", smollm2_path, "--host", "127.0.0.1",
+           "--port", str(port), "--n_ctx", "512", "--verbose", "false", "--warmup", "false",
+           "--memory", str(path)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                if httpx.get(base + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "server did not start in 300 s"
+            time.sleep(0.2)
+        r = httpx.post(base + "/v1/completions", timeout=300,
+                       json={"prompt": "The quick brown fox jumps over", "max_tokens": 8, "temperature": 0})
+        assert r.status_code == 200, r.text
+        assert not path.exists()          # saved at shutdown, not per request
+        proc.send_signal(getattr(signal, how))
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text, text[-3000:]
+    assert f"memory saved to {path}" in text
+    saved = Memory.load(path)
+    assert len(saved) > 0                 # the request's prompt and output

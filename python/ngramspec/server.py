@@ -87,7 +87,7 @@ class ServeOptions:
     max_draft: Optional[int] = None    # SpeculativeEngine's max_draft (None: its default)
     max_queue: int = DEFAULT_MAX_QUEUE  # completion requests running or waiting; the next gets 503
     warmup: bool = True                # before listening: the engine's first-use work, a first decode
-    memory: Optional[str] = None       # `--memory FILE`: loaded at start if it exists, saved at exit
+    memory: Optional[str] = None       # `--memory FILE`: loaded at start if it exists, saved when the server stops
 
     def engine_options(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"exact": self.exact}
@@ -524,7 +524,9 @@ def create_app(server_settings: Any, model_settings: Any, options: Optional[Serv
     loaded = llama_app._llama_proxy
     assert loaded is not None  # create_app has set it
     llm = loaded()  # the Llama its LlamaProxy loaded with every setting applied
-    wrapper = _wrap(llm, options)
+    wrapper, memory = _wrap(llm, options)
+    if memory is not None and options.memory is not None:
+        _save_at_shutdown(app, memory, options.memory)
     alias = model_settings.model_alias or model_settings.model
     proxy = SpeculativeProxy(wrapper, alias, [alias, model_settings.model, os.path.basename(model_settings.model),
                                               *names])
@@ -545,12 +547,13 @@ def create_app(server_settings: Any, model_settings: Any, options: Optional[Serv
     return app
 
 
-def _wrap(llm: Any, options: ServeOptions) -> Any:
-    """The server's one wrapper (one engine), warmed up unless ``--warmup false``."""
+def _wrap(llm: Any, options: ServeOptions) -> Tuple[Any, Any]:
+    """The server's one wrapper (one engine), warmed up unless ``--warmup false``,
+    and its ``--memory`` (None without one)."""
     memory, path = None, options.memory
     if path is not None:
         # One memory for every request of this server: sharing across its users is
-        # what `--memory` asks for (README, Memory). Saved atomically at exit.
+        # what `--memory` asks for (README, Memory). Saved atomically at shutdown.
         from .memory import Memory
 
         memory = Memory.load(path) if os.path.exists(path) else Memory()
@@ -560,11 +563,47 @@ def _wrap(llm: Any, options: ServeOptions) -> Any:
     wrapper = wrap(llm, memory=memory, **options.engine_options())
     if options.warmup:
         _warm_up(wrapper)
-    if memory is not None and path is not None:   # path: for the type checker (memory implies it)
-        import atexit
+    return wrapper, memory
 
-        atexit.register(memory.save, path)
-    return wrapper
+
+class _MemorySaver:
+    """Saves a server's ``--memory`` once the server stops, however it stops: at
+    the app's lifespan shutdown, which uvicorn runs on SIGINT and SIGTERM alike
+    before it re-raises the signal (after which ``atexit`` never runs: a plain
+    ``kill``, systemd or ``docker stop`` lost the memory), and at interpreter exit
+    for an app that was built but never served."""
+
+    def __init__(self, memory: Any, path: str) -> None:
+        self.memory, self.path, self.saved = memory, path, False
+
+    def save(self) -> None:
+        if self.saved:
+            return
+        self.saved = True
+        try:
+            self.memory.save(self.path)
+            print(f"ngramspec: memory saved to {self.path}", file=sys.stderr, flush=True)
+        except Exception as e:  # a full disk must not hide the shutdown; say so
+            print(f"ngramspec: could not save the memory to {self.path}: {type(e).__name__}: {e}",
+                  file=sys.stderr, flush=True)
+
+
+def _save_at_shutdown(app: Any, memory: Any, path: str) -> None:
+    import atexit
+
+    saver = _MemorySaver(memory, path)
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(a: Any) -> Any:
+        async with inner(a) as state:
+            try:
+                yield state
+            finally:
+                saver.save()
+
+    app.router.lifespan_context = lifespan
+    atexit.register(saver.save)
 
 
 def _warm_up(wrapper: Any) -> None:
@@ -610,7 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "not paid by the first request (default: true)")
     ours.add_argument("--memory", dest="memory", default=None, metavar="FILE",
                       help="a Memory of earlier requests shared by every request of this server: loaded from FILE "
-                           "if it exists, saved there at exit (README, Memory)")
+                           "if it exists, saved there when the server stops (SIGINT or SIGTERM) (README, Memory)")
     return parser
 
 

@@ -238,6 +238,14 @@ BAD = {
     "unsupported parameter, streamed": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "logprobs": 2,
                                                             "stream": True}),
     "n > 1": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "n": 2}),
+    "chat logprobs true": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "logprobs": True}),
+    "chat top_logprobs": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "top_logprobs": 2}),
+    "logit_bias id past the vocabulary": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "temperature": 0.8,
+                                                              "logit_bias": {"1000000": 5}}),
+    "logit_bias id past the vocabulary, streamed": ("/v1/completions", {
+        "prompt": "hi", "max_tokens": 4, "temperature": 0.8, "logit_bias": {"1000000": 5}, "stream": True}),
+    "typical_p 0": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "temperature": 0.8, "typical_p": 0}),
+    "typical_p above 1, chat": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "typical_p": 1.5}),
     "several prompts": ("/v1/completions", {"prompt": ["a", "b"], "max_tokens": 4}),
 }
 
@@ -254,6 +262,19 @@ def test_bad_request_is_4xx(server, case):
         assert r.status_code == 404 and err["code"] == "model_not_found"
     if "longer than the context" in case:
         assert err["code"] == "context_length_exceeded"
+
+
+def test_typical_p_reaches_the_sampler(server):
+    """llama-cpp-python's request types have no typical_p, so it was dropped: the
+    same seed then gave the same text whatever typical_p said."""
+    def text(typical_p: float) -> str:
+        r = server.post("/v1/completions", json.dumps({"prompt": "Once upon a time", "max_tokens": 24,
+                                                        "temperature": 1.5, "seed": 3, "typical_p": typical_p}))
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["text"]
+
+    assert text(1.0) == text(1.0)
+    assert text(0.05) != text(1.0)
 
 
 def test_bad_requests_through_the_client_and_server_lives_on(server):

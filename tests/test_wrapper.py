@@ -137,6 +137,45 @@ def test_unsupported_parameters_are_refused_by_name(spec, kw, name):
         spec.create_completion("Hello", max_tokens=4, **{"temperature": 0.0, **kw})
 
 
+@pytest.mark.parametrize("kw", [{"logprobs": True}, {"top_logprobs": 2}, {"logprobs": True, "top_logprobs": 2}])
+def test_chat_logprobs_are_refused_not_dropped(spec, kw):
+    # llama-cpp-python's chat handler passes logprobs on only with top_logprobs: it
+    # reached create_completion as None and the response had "logprobs": None.
+    with pytest.raises(NotImplementedError, match="logprobs"):
+        spec.create_chat_completion([{"role": "user", "content": "Say hi"}], max_tokens=4, temperature=0, **kw)
+
+
+@pytest.mark.parametrize("bias, error", [({10**6: 5.0}, "out of range"), ({-1: 100.0}, "out of range"),
+                                         ({"5": 1.0}, "token ids"), ({5: float("nan")}, "number")])
+def test_bad_logit_bias_is_a_clear_error(llm, spec, bias, error):
+    # An id past the vocabulary was an IndexError (a 500 from the server); -1 biased
+    # the last token of the vocabulary.
+    with pytest.raises((ValueError, TypeError), match=error):
+        spec.create_completion("Hello", max_tokens=4, temperature=0.8, logit_bias=bias)
+    out = spec.create_completion("Hello", max_tokens=4, temperature=0.8, seed=1,
+                                 logit_bias={llm.n_vocab() - 1: 1.0})
+    assert out["choices"][0]["finish_reason"] in ("length", "stop")
+
+
+def test_the_llamas_own_seed_makes_unseeded_sampling_reproducible(smollm2_path, invariance):
+    """As llama-cpp-python: without a per-call seed, each call takes the next seed
+    of the Llama's own sequence, so Llama(seed=42) gives the same texts every time
+    (a fresh OS-random seed per call made Llama(seed=) and set_seed no-ops)."""
+    def texts(seed: int) -> list[str]:
+        llm = llama_cpp.Llama(smollm2_path, n_ctx=256, n_threads=1, n_threads_batch=1, seed=seed, verbose=False)
+        try:
+            spec = ngramspec.wrap(llm, invariance=invariance)
+            return [spec.create_completion("Once upon a time", max_tokens=12, temperature=0.9)["choices"][0]["text"]
+                    for _ in range(3)]
+        finally:
+            llm.close()
+
+    first, again, other = texts(42), texts(42), texts(7)
+    assert first == again
+    assert len(set(first)) > 1       # successive calls follow the sequence, not one seed
+    assert other != first
+
+
 def test_generate_yields_plain_greedy_tokens(llm, spec):
     from ngramspec.engine import prompt_tokens_for
 

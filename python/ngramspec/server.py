@@ -121,11 +121,15 @@ class StreamOptions(BaseModel):
 
 
 _PENALTY = "Repetition penalty (llama.cpp's); 1.0 = off, as in OpenAI."
+# llama-cpp-python's request types have no typical_p (their create_completion does):
+# without the field, a request's typical_p was dropped without a word.
+_TYPICAL_P = "Locally typical sampling (llama.cpp's typical_p), in (0, 1]; 1.0 = off."
 
 
 class CompletionRequest(CreateCompletionRequest):
     max_tokens: Optional[int] = Field(default=16, ge=1, description="The maximum number of tokens to generate.")
     repeat_penalty: float = Field(default=1.0, ge=0.0, description=_PENALTY)
+    typical_p: float = Field(default=1.0, gt=0.0, le=1.0, description=_TYPICAL_P)
     prediction: Optional[Prediction] = None
     stream_options: Optional[StreamOptions] = None
 
@@ -136,6 +140,7 @@ class ChatCompletionRequest(CreateChatCompletionRequest):
     max_tokens: Optional[int] = Field(default=None, ge=1, description="OpenAI's older name of max_completion_tokens.")
     max_completion_tokens: Optional[int] = Field(default=None, ge=1)
     repeat_penalty: float = Field(default=1.0, ge=0.0, description=_PENALTY)
+    typical_p: float = Field(default=1.0, gt=0.0, le=1.0, description=_TYPICAL_P)
     prediction: Optional[Prediction] = None
     stream_options: Optional[StreamOptions] = None
 

@@ -30,6 +30,33 @@ def _check_exact(exact: Any) -> None:
         raise TypeError(f"exact must be True, False or None, got {type(exact).__name__}")
 
 
+def _call_seed(llm: Any, seed: int | None) -> int:
+    """The seed of one call, as llama-cpp-python's ``create_completion`` keeps it:
+    a given seed becomes the Llama's seed; without one, the next seed of the
+    Llama's own sequence (``random.Random(llm._seed)``) does. So ``Llama(seed=...)``
+    and ``set_seed`` make sampled text reproducible here as they do there (a fresh
+    OS-random seed per call made them no-ops)."""
+    if seed is None:
+        current = getattr(llm, "_seed", None)
+        if current is None:        # not a llama_cpp.Llama: nothing to follow
+            return random.SystemRandom().randrange(2**32)
+        seed = random.Random(current).randint(0, 2**32)
+    if hasattr(llm, "set_seed"):
+        llm.set_seed(seed)
+    return seed
+
+
+def _check_logit_bias(logit_bias: Any, n_vocab: int) -> None:
+    for tok, bias in logit_bias.items():
+        if isinstance(tok, bool) or not isinstance(tok, int):
+            raise TypeError(f"logit_bias keys must be token ids (int), got {tok!r}")
+        if not 0 <= tok < n_vocab:
+            raise ValueError(f"logit_bias token id {tok} is out of range: the vocabulary has {n_vocab} tokens "
+                             f"(0..{n_vocab - 1})")
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or bias != bias:
+            raise ValueError(f"logit_bias[{tok}] must be a number, got {bias!r}")
+
+
 def _usage(n_prompt: int, gen: Any) -> dict[str, Any]:
     usage: dict[str, Any] = {"prompt_tokens": n_prompt, "completion_tokens": len(gen.tokens),
                    "total_tokens": n_prompt + len(gen.tokens)}
@@ -114,6 +141,9 @@ class SpeculativeLlama:
             raise NotImplementedError(
                 f"ngramspec does not support {', '.join(bad)} in {'greedy' if greedy else 'sampled'} speculative "
                 "decoding; call the wrapped Llama (.llm) directly for such requests")
+        if logit_bias:
+            _check_logit_bias(logit_bias, self.llm.n_vocab())
+        call_seed = _call_seed(self.llm, seed)
         sampling = None
         if not greedy:
             if temperature < 0:
@@ -125,7 +155,7 @@ class SpeculativeLlama:
                 repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
                 presence_penalty=presence_penalty, penalty_last_n=self.llm.last_n_tokens_size,
                 logit_bias=dict(logit_bias) if logit_bias else None,
-                seed=seed if seed is not None else random.SystemRandom().randrange(2**63))
+                seed=call_seed)
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         limit = None if max_tokens is None or max_tokens <= 0 else max_tokens
         head = {"id": f"cmpl-{uuid.uuid4()}", "object": "text_completion", "created": int(time.time()),
@@ -217,6 +247,11 @@ class SpeculativeLlama:
             stop = []
         _check_exact(exact)  # a bad value fails here, before any formatting
         prediction_text(prediction)
+        # The chat handler passes logprobs on only with top_logprobs, so logprobs=True
+        # alone would reach create_completion as None and be dropped without a word.
+        if logprobs or top_logprobs is not None:
+            raise NotImplementedError("ngramspec does not support logprobs / top_logprobs in chat completions; "
+                                      "call the wrapped Llama (.llm) directly for such requests")
         llm = self.llm
         handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
                    or llama_chat_format.get_chat_completion_handler(llm.chat_format))

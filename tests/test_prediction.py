@@ -89,6 +89,47 @@ def test_usage_counts_are_openais():
                                                            "rejected_prediction_tokens": 1}
 
 
+def _lcs(a: list[int], b: list[int]) -> int:
+    row = [0] * (len(b) + 1)
+    for x in a:
+        prev, row = row, [0]
+        for j, y in enumerate(b):
+            row.append(prev[j] + 1 if x == y else max(prev[j + 1], row[j]))
+    return row[-1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 4), max_size=40), st.lists(st.integers(0, 4), max_size=40), st.booleans())
+def test_usage_counts_a_common_subsequence(predicted, output, greedy):
+    """Both ways of aligning (difflib on the part between the common head and tail,
+    or the greedy one used when that part is large) count a common subsequence:
+    never more than the longest, never less than the common head and tail."""
+    import ngramspec.prediction as pred_mod
+
+    cells = pred_mod._DIFF_CELLS
+    pred_mod._DIFF_CELLS = -1 if greedy else cells
+    try:
+        u = prediction_usage(predicted, output)
+    finally:
+        pred_mod._DIFF_CELLS = cells
+    accepted = u["accepted_prediction_tokens"]
+    assert accepted + u["rejected_prediction_tokens"] == len(predicted)
+    assert accepted <= _lcs(predicted, output)
+    if predicted == output:
+        assert accepted == len(predicted)
+    head = 0
+    while head < min(len(predicted), len(output)) and predicted[head] == output[head]:
+        head += 1
+    assert accepted >= head
+
+
+def test_usage_of_a_long_repetitive_prediction_is_counted_greedily():
+    # difflib took 29 s on this pair (under the engine's lock): the greedy alignment
+    # finds the longest common subsequence here, every "1 2" of the output.
+    u = prediction_usage([1, 2] * 10_000, [1, 2, 3] * 166)
+    assert u == {"accepted_prediction_tokens": 332, "rejected_prediction_tokens": 20_000 - 332}
+
+
 @pytest.mark.parametrize("bad, error, field", [
     (3, TypeError, "prediction"), ({"type": "text", "content": "x"}, ValueError, "prediction.type"),
     ({"type": "content"}, ValueError, "prediction.content"),

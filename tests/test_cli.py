@@ -110,6 +110,8 @@ def test_bench_quick_writes_a_well_formed_report(tmp_path: Path):
     (["bench", "--methods", "plain,ngramspec turbo"], "unknown ['ngramspec turbo']"),
     (["bench", "--methods", "ngramspec"], "plain is required"),
     (["frobnicate"], "invalid choice"),
+    (["generate", "x", "--temperature", "nan"], "--temperature must be a finite number"),
+    (["generate", "x", "--prime", ""], "--prime: prime: an empty path"),
     # No abbreviations: a prefix of an option is an error, not that option.
     (["generate", "x", "--max-tok", "3"], "unrecognized arguments: --max-tok"),
     (["bench", "--serv"], "unrecognized arguments: --serv"),

@@ -230,6 +230,11 @@ def test_prime_strings_files_and_folders(tmp_path: Path):
     assert report.tokens == len("beta text") and report.pending == 0
     with pytest.raises(FileNotFoundError):
         mem.prime(path=tmp_path / "missing")
+    before = len(mem)
+    for empty in ("", [str(tmp_path / "pkg" / "b.txt"), ""]):   # Path("") is ".": it primed the working folder
+        with pytest.raises(ValueError, match="empty path"):
+            mem.prime(path=empty)
+    assert len(mem) == before   # nothing primed by a call that failed
     with pytest.raises(TypeError):
         mem.prime(text=[5])  # type: ignore[list-item]
     # Once no bound model is alive, text is kept as text again until the next binding.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 import time
@@ -212,7 +213,7 @@ def _open_memory(args: argparse.Namespace) -> tuple[Any, Path | None]:
     for p in args.prime:
         try:
             report = memory.prime(path=p)
-        except FileNotFoundError as e:
+        except (FileNotFoundError, ValueError) as e:
             raise UserError(f"--prime: {e}") from None
         print(f"ngramspec: primed {len(report.files)} file(s) from {p}"
               + (f", skipped {len(report.skipped)}" if report.skipped else ""), file=sys.stderr)
@@ -440,6 +441,9 @@ def _check_shared_args(args: argparse.Namespace) -> None:
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1")
+    temperature = getattr(args, "temperature", None)
+    if temperature is not None and not math.isfinite(temperature):
+        raise UserError(f"--temperature must be a finite number, got {temperature}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -424,6 +424,10 @@ class Memory:
                 raise TypeError(f"text must be a str or a list of str, got {type(t).__name__}")
             self._add_text(t, report)
         paths = [path] if isinstance(path, (str, os.PathLike)) else list(path or [])
+        if any(isinstance(p, (str, os.PathLike)) and not os.fspath(p) for p in paths):
+            # Path("") is "."; an unset variable (--prime "$DIR") must not prime the working
+            # folder. Checked before anything is primed.
+            raise ValueError("prime: an empty path; give a file or a folder")
         for p in paths:
             p = Path(p)
             if not p.exists():

@@ -83,19 +83,21 @@ def load_curve(spec: str, data: dict) -> tuple[list[float], list[int]]:
 
 def best_in_hindsight(offered: list[Proposal], truth: list[int], cost: list[float],
                       allowed: np.ndarray) -> Proposal:
-    """The offered proposal that yields the most tokens per unit of cost when
-    verified exactly as far as it agrees with ``truth`` (the tokens that follow);
-    empty when none beats a plain pass."""
-    best, best_m, best_rate = Proposal.none(), 0, 1.0
+    """The offered draft prefix that yields the most tokens per unit of cost, knowing
+    ``truth`` (the tokens that follow): verifying k tokens of a proposal right for
+    its first m yields min(k, m) + 1 tokens for cost[k] (r(k + 1)). Usually that is
+    the proposal right for longest, cut where it goes wrong; where a batch costs
+    less than one token (r(2) < 1 at split thread counts) a wrong token can still
+    beat a plain pass. Empty when a plain pass is best."""
+    best, best_k, best_rate = Proposal.none(), 0, 1.0 / cost[0]
     for p in offered:
         m = 0
         while m < len(p) and m < len(truth) and int(p.tokens[m]) == truth[m]:
             m += 1
-        while m > 0 and not allowed[m + 1]:
-            m -= 1
-        if m and (m + 1) / cost[m] > best_rate:
-            best, best_m, best_rate = p, m, (m + 1) / cost[m]
-    return best.head(best_m) if best_m else Proposal.none()
+        for k in range(1, min(len(p), len(allowed) - 2) + 1):
+            if allowed[k + 1] and (min(k, m) + 1) / cost[k] > best_rate:
+                best, best_k, best_rate = p, k, (min(k, m) + 1) / cost[k]
+    return best.head(best_k) if best_k else Proposal.none()
 
 
 def replay(prompt: list[int], output: list[int], cost: list[float], allowed: np.ndarray, max_draft: int,

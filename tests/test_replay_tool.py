@@ -43,6 +43,16 @@ def test_hindsight_decodes_plainly_when_nothing_pays() -> None:
     assert len(replay_tool.best_in_hindsight([], [1, 2], COST, ALL)) == 0
 
 
+def test_hindsight_verifies_a_wrong_token_where_a_batch_costs_less_than_one():
+    # At split thread counts r(2) can be under 1: one draft token, right or wrong,
+    # then yields a token for less than a plain pass does.
+    cheap = [1.0, 0.8, 1.1]
+    got = replay_tool.best_in_hindsight([_p([9, 9], "a")], [1, 2], cheap, ALL[:4])
+    assert got.tokens.tolist() == [9]
+    got = replay_tool.best_in_hindsight([_p([1, 2], "a")], [1, 2], cheap, ALL[:4])
+    assert got.tokens.tolist() == [1, 2]        # 3 tokens for 1.1 beat 2 for 0.8
+
+
 def test_hindsight_replay_copies_a_repeated_text_in_full_passes() -> None:
     # The output repeats the prompt: the copy proposer offers the rest of it every
     # pass, so in hindsight each pass verifies max_draft tokens, all accepted.

@@ -143,6 +143,16 @@ def test_completion(server):
     _check_stats(resp, 24)
 
 
+def test_copilot_path_answers_as_completions(server):
+    # llama-cpp-python's server answers completions at Copilot's path too; replacing
+    # its routes had left it a 404.
+    body = json.dumps({"prompt": CODE, "max_tokens": 8, "temperature": 0})
+    a, b = server.post("/v1/engines/copilot-codex/completions", body), server.post("/v1/completions", body)
+    assert a.status_code == b.status_code == 200, (a.text, b.text)
+    assert a.json()["choices"][0]["text"] == b.json()["choices"][0]["text"]
+    assert a.json()["speculative"]["used"] is True
+
+
 def test_models_and_health(server):
     assert [m.id for m in server.client().models.list().data] == [ALIAS]
     health = httpx.get(server.base + "/health", timeout=10).json()

@@ -27,7 +27,9 @@ def plain(llm, prompt, **kw):
 
 @pytest.mark.parametrize("name", ["list", "json", "code_edit"])
 @pytest.mark.parametrize("kw", [{"max_tokens": 40}, {"max_tokens": 24, "stop": ["\n\n", "grapes"]},
-                                {"max_tokens": 12, "echo": True}])
+                                {"max_tokens": 12, "echo": True},
+                                # "" is found at index 0: plain stops after one token with no text
+                                {"max_tokens": 8, "stop": ["", "grapes"]}])
 def test_completion_matches_llama(llm, spec, name, kw):
     ref = plain(llm, PROMPTS[name], **kw)
     out = spec.create_completion(PROMPTS[name], temperature=0.0, **kw)

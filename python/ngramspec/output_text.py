@@ -40,15 +40,16 @@ def _incomplete_tail(data: bytes | bytearray, end: int) -> int:
 
 
 class OutputText:
-    """llm: the Llama whose tokenizer renders tokens. stops: stop strings (empty
-    ones are ignored). pieces: a token -> bytes memo to share between the texts
+    """llm: the Llama whose tokenizer renders tokens. stops: stop strings (an empty
+    one stops at once after the first whole token, with no text: what plain
+    llama-cpp-python does, since "" is found at index 0). pieces: a token -> bytes memo to share between the texts
     of one Llama (its tokenizer renders a token the same way every time, and a
     dict lookup costs a fraction of a detokenize call through llama-cpp-python)."""
 
     def __init__(self, llm: Any, stops: Sequence[str], pieces: dict[int, bytes] | None = None) -> None:
         self._detokenize = llm.detokenize
         self._pieces: dict[int, bytes] = {} if pieces is None else pieces
-        self.stops = [s.encode("utf-8") for s in stops if s]
+        self.stops = [s.encode("utf-8") for s in stops]
         self._longest = max((len(s) for s in self.stops), default=0)
         self._buf = bytearray()      # the text so far (cut before a stop once one is found)
         self.stopped = False         # a stop string ended the text

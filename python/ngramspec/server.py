@@ -482,6 +482,8 @@ def _router() -> Any:
     auth = [Depends(llama_app.authenticate)]
 
     @router.post("/v1/completions", summary="Completion", dependencies=auth, tags=[llama_app.openai_v1_tag])
+    # llama-cpp-python serves its completions here too (GitHub Copilot's path); ours replaces both.
+    @router.post("/v1/engines/copilot-codex/completions", include_in_schema=False, dependencies=auth)
     async def create_completion(request: Request, body: CompletionRequest) -> Any:
         return await _answer(request, body, chat=False)
 

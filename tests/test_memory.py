@@ -16,7 +16,9 @@ import pytest
 
 import ngramspec
 from ngramspec.memory import (
+    _MAGIC,
     FOLLOW_WINDOW,
+    FORMAT_VERSION,
     Memory,
     MemoryFileError,
     MemoryProposer,
@@ -374,6 +376,115 @@ def test_malformed_contents_with_a_valid_checksum_raise(tmp_path: Path):
     rewrite_header(path, lambda h: h.pop("anchor"))
     with pytest.raises(MemoryFileError, match="malformed header"):
         Memory.load(path)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda h: h.update(anchor=3.9), "not an integer"),          # was truncated to 3
+    (lambda h: h.update(anchor=True), "not an integer"),         # was 1
+    (lambda h: h.update(max_match="64"), "not an integer"),      # was 64
+    (lambda h: h.update(pending="abc"), "pending"),              # was three documents "a", "b", "c"
+    (lambda h: h.update(pending=[1, 2]), "pending"),
+    (lambda h: h.update(format=2), "format 2"),
+    (lambda h: h.update(anchor=0), "invalid settings"),          # the constructor's ValueError
+    (lambda h: h.update(prompt_tail=-7), "invalid settings"),
+])
+def test_header_values_of_the_wrong_kind_raise(tmp_path: Path, edit, message):
+    mem, _ = filled_memory()
+    path = tmp_path / "mem.ngsm"
+    mem.save(path)
+    rewrite_header(path, edit)
+    with pytest.raises(MemoryFileError, match=message):
+        Memory.load(path)
+
+
+@pytest.mark.parametrize("raw", ['{"max_tokens": Infinity}', '{"n_tokens": 1e400}', "[" * 100_000 + "]" * 100_000])
+def test_header_json_that_python_cannot_hold_raises(tmp_path: Path, raw):
+    # Each was a bare OverflowError or RecursionError, with a valid checksum.
+    head = raw.encode()
+    body = struct.pack("<8sII", _MAGIC, FORMAT_VERSION, len(head)) + head
+    path = tmp_path / "mem.ngsm"
+    path.write_bytes(body + hashlib.sha256(body).digest())
+    with pytest.raises(MemoryFileError, match="malformed header"):
+        Memory.load(path)
+
+
+def test_a_declared_header_longer_than_the_file_raises(tmp_path: Path):
+    body = struct.pack("<8sII", _MAGIC, FORMAT_VERSION, 2**32 - 1) + b"{}"
+    path = tmp_path / "mem.ngsm"
+    path.write_bytes(body + hashlib.sha256(body).digest())
+    with pytest.raises(MemoryFileError, match="header"):
+        Memory.load(path)
+
+
+def test_a_smaller_budget_on_load_bounds_the_pending_text_too(tmp_path: Path):
+    mem = Memory(max_tokens=1000)
+    mem.prime(["a" * 3000, "b" * 4000])
+    mem.save(tmp_path / "m.ngsm")
+    small = Memory.load(tmp_path / "m.ngsm", max_tokens=10)
+    assert small.memory_bytes <= 8 * 10 and small.pending_documents == 0   # both exceed 80 characters
+
+
+def test_prime_reports_what_it_still_holds():
+    report = Memory(max_tokens=100).prime("x" * 801)   # over the 800 characters kept for 100 tokens
+    assert report.documents == 1 and report.pending == 0
+
+
+def test_prime_skips_what_is_not_a_regular_file(tmp_path: Path):
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "a.txt").write_text("hello")
+    os.mkfifo(folder / "b.fifo")   # reading it would block for ever
+    mem = Memory()
+    report = mem.prime(path=folder)
+    assert [Path(f).name for f in report.files] == ["a.txt"]
+    assert [(Path(f).name, why) for f, why in report.skipped] == [("b.fifo", "not a regular file")]
+    report = mem.prime(path="/dev/zero")   # size 0 by stat, endless when read
+    assert report.files == [] and report.skipped == [("/dev/zero", "not a regular file")]
+
+
+def test_text_that_is_not_valid_unicode_is_refused_and_nothing_is_lost():
+    mem = Memory()
+    with pytest.raises(ValueError, match=r"text\[1\] is not valid Unicode"):
+        mem.prime(["doc one", "bad \udc80", "doc three"])   # a lone surrogate: could be neither tokenized nor saved
+    assert mem.pending_documents == 0    # refused before anything was kept
+    mem.prime(["doc one", "doc three"])
+    mem.bind(FakeLlm())
+    assert mem.pending_documents == 0 and len(mem) == len("doc one") + len("doc three") + 2   # + document ends
+
+
+def test_bind_keeps_the_pending_text_a_tokenizer_fails_on():
+    class Failing(FakeLlm):
+        def tokenize(self, text: bytes, add_bos: bool = False, special: bool = False):
+            if text == b"two":
+                raise RuntimeError("tokenizer failed")
+            return list(text)
+
+    mem = Memory()
+    mem.prime(["one", "two", "three"])
+    with pytest.raises(RuntimeError, match="tokenizer failed"):
+        mem.bind(Failing())
+    assert mem.pending_documents == 2           # "two" and "three" wait for the next bind
+    mem.bind(FakeLlm())
+    assert mem.pending_documents == 0 and len(mem) == 3 + 3 + 5 + 3
+
+
+def test_save_refuses_a_path_that_is_not_a_regular_file(tmp_path: Path):
+    mem, _ = filled_memory()
+    target = tmp_path / "real.ngsm"
+    target.write_bytes(b"keep me")
+    link = tmp_path / "link.ngsm"
+    link.symlink_to(target)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for bad in (link, fifo):
+        with pytest.raises(ValueError, match="not a regular file"):
+            mem.save(bad)
+    assert link.is_symlink() and target.read_bytes() == b"keep me"
+    with pytest.raises(ValueError, match="empty path"):
+        mem.save("")
+    with pytest.raises(IsADirectoryError):
+        mem.save(tmp_path)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["link.ngsm", "pipe", "real.ngsm"]   # no temp files left
 
 
 # --- the tokenizer -----------------------------------------------------------------

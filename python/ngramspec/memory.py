@@ -56,6 +56,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import struct
 import tempfile
 import threading
@@ -112,6 +113,14 @@ MEMORY_PRIORS = ((0.25, 0.4, 0.55, 0.7, 0.8) + (0.55, 0.65, 0.75, 0.8, 0.85) + (
 # Chosen by replaying the recorded Qwen 0.5B sequences with a prototype (windows
 # 4-64 within 4% of each other on extraction and tool_calls; 8 among the best).
 FOLLOW_WINDOW = 8
+
+
+def _header_int(header: dict[str, Any], key: str) -> int:
+    """A memory file header's integer (not a float, a bool or a string of digits)."""
+    value = header[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{key} is {value!r}, not an integer")
+    return value
 
 
 class MemoryFileError(ValueError):
@@ -235,12 +244,20 @@ class PrimeReport:
 
 
 def _read_text_file(path: Path, max_bytes: int) -> tuple[str | None, str]:
-    """(text, "") for a UTF-8 text file of at most max_bytes, else (None, why)."""
+    """(text, "") for a regular UTF-8 text file of at most max_bytes, else (None, why).
+    Anything else is skipped unread: a FIFO would block the read for ever, and a
+    device (/dev/zero) reports size 0 and never ends; the read itself stops past
+    max_bytes too, in case the file grew after it was measured."""
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            return None, f"larger than {max_bytes} bytes ({size})"
-        data = path.read_bytes()
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file"
+        if st.st_size > max_bytes:
+            return None, f"larger than {max_bytes} bytes ({st.st_size})"
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            return None, f"larger than {max_bytes} bytes"
     except OSError as e:
         return None, f"unreadable ({e.strerror or e})"
     if b"\0" in data[:_SNIFF_BYTES]:
@@ -351,9 +368,19 @@ class Memory:
                 self._model = weakref.ref(llm)
             except TypeError:
                 self._model = lambda: llm  # not weak-referenceable: keep it
-            pending, self._pending, self._pending_chars = list(self._pending), deque(), 0
-        for text in pending:
-            self._add_document(self._tokenize(llm, text))
+        # Tokenized one by one, each leaving the queue only once stored, so an error
+        # in one (a tokenizer that raises) keeps the others for the next bind.
+        while True:
+            with self._lock:
+                if not self._pending:
+                    break
+                text = self._pending[0]
+            tokens = self._tokenize(llm, text)
+            with self._lock:
+                if self._pending and self._pending[0] is text:
+                    self._pending.popleft()
+                    self._pending_chars -= len(text)
+            self._add_document(tokens)
         return fp
 
     def proposer_for(self, llm: Any) -> MemoryProposer:
@@ -392,14 +419,18 @@ class Memory:
             if llm is None:
                 self._pending.append(text)
                 self._pending_chars += len(text)
-                limit = _PENDING_CHARS_PER_TOKEN * self.max_tokens
-                while self._pending_chars > limit and self._pending:
-                    self._pending_chars -= len(self._pending.popleft())
+                self._trim_pending()
                 report.documents += 1
-                report.pending += 1
+                report.pending = len(self._pending)   # what is still held (the oldest may have gone)
                 return
         report.tokens += self._add_document(self._tokenize(llm, text))
         report.documents += 1
+
+    def _trim_pending(self) -> None:
+        """Keeps the pending text within the budget's characters, oldest dropped first."""
+        limit = _PENDING_CHARS_PER_TOKEN * self.max_tokens
+        while self._pending_chars > limit and self._pending:
+            self._pending_chars -= len(self._pending.popleft())
 
     def prime(self, text: str | Sequence[str] | None = None, *,
               path: PathLike | Sequence[PathLike] | None = None) -> PrimeReport:
@@ -410,24 +441,32 @@ class Memory:
         Folders: files in sorted order; names starting with "." and the folders
         __pycache__, node_modules, venv, build and dist are skipped, and so are
         symbolic links. Any file is skipped (and listed in the report's
-        ``skipped`` with the reason) when it is larger than ``max_file_bytes``,
-        has a NUL byte in its first 8 KiB (binary), or is not UTF-8. A missing
-        path raises ``FileNotFoundError``. Text beyond the budget evicts the
+        ``skipped`` with the reason) when it is not a regular file (a FIFO, a
+        device), is larger than ``max_file_bytes``, has a NUL byte in its first
+        8 KiB (binary), or is not UTF-8. A missing path raises
+        ``FileNotFoundError``, an empty one ``ValueError``, and so does text that
+        is not valid Unicode (a lone surrogate), before anything is primed. Text beyond the budget evicts the
         oldest, so from a folder larger than the budget the last files stay.
 
         Before the memory is bound to a model, text is kept as text (see the
         module docstring) and ``tokens`` in the report is 0."""
         report = PrimeReport()
         texts = [text] if isinstance(text, str) else list(text or [])
-        for t in texts:
+        for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"text must be a str or a list of str, got {type(t).__name__}")
-            self._add_text(t, report)
-        paths = [path] if isinstance(path, (str, os.PathLike)) else list(path or [])
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError as e:   # a lone surrogate: it could be neither tokenized nor saved
+                raise ValueError(f"text[{i}] is not valid Unicode ({e.reason} at index {e.start})") from None
+        given: Any = os.fsdecode(path) if isinstance(path, bytes) else path   # bytes: one path, not its bytes
+        paths = [given] if isinstance(given, (str, os.PathLike)) else list(given or [])
         if any(isinstance(p, (str, os.PathLike)) and not os.fspath(p) for p in paths):
             # Path("") is "."; an unset variable (--prime "$DIR") must not prime the working
             # folder. Checked before anything is primed.
             raise ValueError("prime: an empty path; give a file or a folder")
+        for t in texts:
+            self._add_text(t, report)
         for p in paths:
             p = Path(p)
             if not p.exists():
@@ -475,8 +514,22 @@ class Memory:
     # -- persistence
     def save(self, path: PathLike) -> None:
         """Writes the memory to ``path`` atomically: a temporary file in the same
-        folder, flushed and fsynced, then renamed over ``path``."""
+        folder, flushed and fsynced, then renamed over ``path``. An existing
+        ``path`` must be a regular file: the rename would replace a device
+        (/dev/null), a FIFO or a symbolic link itself, not write through it."""
+        if not os.fspath(path):
+            raise ValueError("save: an empty path; give a file")
         path = Path(path)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            pass
+        else:
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(f"save: {str(path)!r} is a directory; give a file")
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"save: {str(path)!r} exists and is not a regular file (a link, device or "
+                                 "FIFO); give a file path")
         with self._lock:
             header = {
                 "format": FORMAT_VERSION,
@@ -539,15 +592,23 @@ class Memory:
         if hashlib.sha256(body).digest() != checksum:
             raise MemoryFileError(f"{where} is corrupt or truncated (checksum mismatch)")
         start = _PREFIX.size
+        if head_len > len(body) - start:
+            raise MemoryFileError(f"{where} declares a {head_len}-byte header in a {len(body)}-byte file")
         try:
             header = json.loads(body[start:start + head_len].decode("utf-8"))
-            n_tokens = int(header["n_tokens"])
-            settings = {k: int(header[k]) for k in ("max_tokens", "anchor", "max_candidates", "max_match",
-                                                     "prompt_tail", "max_file_bytes")}
+            if not isinstance(header, dict):
+                raise TypeError("the header is not a JSON object")
+            if header.get("format", FORMAT_VERSION) != FORMAT_VERSION:
+                raise ValueError(f"its header says format {header.get('format')!r}")
+            n_tokens = _header_int(header, "n_tokens")
+            settings = {k: _header_int(header, k) for k in ("max_tokens", "anchor", "max_candidates", "max_match",
+                                                             "prompt_tail", "max_file_bytes")}
             fingerprint = (TokenizerFingerprint.from_json(header["tokenizer"])
                            if header.get("tokenizer") is not None else None)
-            pending = [str(t) for t in header.get("pending", [])]
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+            pending = header.get("pending", [])
+            if not isinstance(pending, list) or not all(isinstance(t, str) for t in pending):
+                raise TypeError("pending is not a list of strings")
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError, OverflowError, RecursionError) as e:
             raise MemoryFileError(f"{where} has a malformed header ({e})") from None
         payload = body[start + head_len:]
         if len(payload) != 4 * n_tokens:
@@ -555,7 +616,10 @@ class Memory:
         tokens = np.frombuffer(payload, dtype="<i4").astype(np.int32)
         if max_tokens is not None:
             settings["max_tokens"] = max_tokens
-        mem = cls(settings.pop("max_tokens"), **settings)
+        try:
+            mem = cls(settings.pop("max_tokens"), **settings)
+        except (ValueError, TypeError) as e:
+            raise MemoryFileError(f"{where} has invalid settings ({e})") from None
         mem._fingerprint = fingerprint
         # Documents are the runs between -1 markers; a leading -1 (left by eviction) is dropped.
         ends = np.flatnonzero(tokens == -1)
@@ -568,6 +632,7 @@ class Memory:
         for text in pending:
             mem._pending.append(text)
             mem._pending_chars += len(text)
+        mem._trim_pending()   # a smaller max_tokens bounds the pending text too
         return mem
 
 

@@ -84,6 +84,10 @@ def test_memory_of_another_tokenizer_is_one_line(tmp_path: Path, smollm2_path):
     (lambda d: d / "missing" / "mem.ngsm", "--memory", "no such directory"),
     (lambda d: d, "--memory", "is a directory"),
     (lambda d: d / "nothing-here", "--prime", "no such file or folder"),
+    # Saving renames over the path: it would have replaced the link (or a device) itself.
+    (lambda d: (d / "link.ngsm").symlink_to(d / "target.ngsm") or d / "link.ngsm", "--memory",
+     "not a regular file"),
+    (lambda d: "", "--memory", "an empty path"),
 ])
 def test_bad_memory_flags_are_one_line_before_the_model_loads(tmp_path: Path, make, flag, needle):
     # --model names a file that does not exist: reaching the model load would say so instead.

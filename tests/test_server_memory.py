@@ -22,13 +22,17 @@ def test_memory_flag_reaches_the_options(tmp_path):
     assert options.memory is None
 
 
-@pytest.mark.parametrize("make", ["directory", "corrupt", "no parent"])
+@pytest.mark.parametrize("make", ["directory", "corrupt", "no parent", "symbolic link", "empty"])
 def test_bad_memory_files_are_user_errors(tmp_path, make):
     path = tmp_path / "mem.bin"
     if make == "directory":
         path.mkdir()
     elif make == "corrupt":
         path.write_bytes(b"not a memory file")
+    elif make == "symbolic link":   # saved by a rename over the path: the link itself would be replaced
+        path.symlink_to(tmp_path / "target.bin")
+    elif make == "empty":
+        path = ""
     else:
         path = tmp_path / "missing" / "mem.bin"
     with pytest.raises(server.UserError, match="--memory"):

@@ -199,9 +199,13 @@ def _open_memory(args: argparse.Namespace) -> tuple[Any, Path | None]:
     from .memory import Memory, MemoryFileError
 
     path = Path(args.memory) if args.memory is not None else None
-    if path is not None and path.exists():
+    if path is not None and not args.memory:
+        raise UserError("--memory: an empty path (give a file to load and save the memory)")
+    if path is not None and (path.exists() or path.is_symlink()):
         if path.is_dir():
             raise UserError(f"--memory {path}: is a directory (give a file to load and save the memory)")
+        if path.is_symlink() or not path.is_file():   # saving renames over it: a link or device would be replaced
+            raise UserError(f"--memory {path}: is not a regular file (a link, device or FIFO); give a file")
         try:
             memory = Memory.load(path)
         except (MemoryFileError, OSError) as e:

@@ -693,8 +693,13 @@ def settings_from_args(args: argparse.Namespace) -> Tuple[Any, Any, ServeOptions
             raise UserError("; ".join(f"--{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in errors())) from None
         raise UserError(str(e)) from None
     if args.memory is not None:
+        if not args.memory:
+            raise UserError("--memory: an empty path; give a file")
         if os.path.isdir(args.memory):
             raise UserError(f"--memory {args.memory!r} is a directory; give a file")
+        if os.path.islink(args.memory) or (os.path.exists(args.memory) and not os.path.isfile(args.memory)):
+            # Saved at shutdown by a rename over the path, which would replace a link or device.
+            raise UserError(f"--memory {args.memory!r} is not a regular file (a link, device or FIFO); give a file")
         if os.path.exists(args.memory):
             from .memory import Memory
 

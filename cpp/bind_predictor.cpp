@@ -25,17 +25,26 @@ using namespace ngramspec::args;
 // The core is not thread-safe and its hot calls run without the GIL, so each
 // instance carries a mutex, taken only after the GIL has been released.
 struct Predictor {
-    Predictor(long long min_order, long long max_order, long long window)
+    // Arguments arrive as Python objects so that a bool, a float or a huge int is
+    // refused naming the argument (pybind11's own conversion says only
+    // "incompatible constructor arguments", and takes True as 1).
+    Predictor(py::handle min_order, py::handle max_order, py::handle window)
         : core(checked_int(min_order, "min_order"), checked_int(max_order, "max_order"), checked_window(window)) {}
 
-    static int checked_int(long long value, const char* name) {
+    // The core checks the real ranges; these only make the value fit its type.
+    static int checked_int(py::handle obj, const char* name) {
+        const long long value = integer_from_object(obj, name);  // saturates far out of range
         if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
-            throw py::value_error(std::string(name) + " is out of range: " + std::to_string(value));
+            throw py::value_error(std::string(name) + " is out of range: " + std::string(py::str(obj)));
         }
         return static_cast<int>(value);
     }
-    static std::size_t checked_window(long long value) {
-        if (value < 0) throw py::value_error("window must be positive, got " + std::to_string(value));
+    static std::size_t checked_window(py::handle obj) {
+        const long long value = integer_from_object(obj, "window");
+        if (value < 0) throw py::value_error("window must be positive, got " + std::string(py::str(obj)));
+        if (value > std::numeric_limits<int>::max()) {
+            throw py::value_error("window is out of range: " + std::string(py::str(obj)));
+        }
         return static_cast<std::size_t>(value);
     }
 
@@ -86,7 +95,7 @@ context first (max_order down to min_order) and takes that context's most
 frequent continuation; equal counts go to the continuation seen most recently.
 It stops at the first step where no order has a continuation.
 )doc")
-        .def(py::init<long long, long long, long long>(), py::kw_only(), py::arg("min_order") = 2,
+        .def(py::init<py::handle, py::handle, py::handle>(), py::kw_only(), py::arg("min_order") = 2,
              py::arg("max_order") = 4, py::arg("window") = 512,
              "min_order: shortest n-gram used, 2..max_order. max_order: longest, 2..8. "
              "window: tokens of history kept and counted, max_order..2**20.")

@@ -63,14 +63,20 @@ std::int32_t token_from_object(py::handle obj) {
 }
 
 std::vector<std::int32_t> tokens_from_object(py::handle obj) {
-    if (py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj)) {
-        throw py::type_error("tokens must be a list or 1-D integer array of token ids, not a string");
+    if (py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj) || PyByteArray_Check(obj.ptr()) ||
+        PyMemoryView_Check(obj.ptr())) {
+        // A byte buffer would read as token ids 0..255, one per byte: text, not tokens.
+        throw py::type_error("tokens must be a list or 1-D integer array of token ids, not a string or bytes");
     }
     py::array array;
     if (py::isinstance<py::array>(obj)) {
         array = py::reinterpret_borrow<py::array>(obj);
     } else {
-        if (py::isinstance<py::sequence>(obj) && py::len(obj) == 0) return {};
+        if (!py::isinstance<py::sequence>(obj)) {  // a generator, set or dict: no order, or read only once
+            throw py::type_error("tokens must be a list or 1-D integer array of token ids, got " +
+                                 std::string(py::str(py::type::of(obj).attr("__name__"))));
+        }
+        if (py::len(obj) == 0) return {};
         array = py::module_::import("numpy").attr("asarray")(obj);
     }
     if (array.ndim() != 1) {

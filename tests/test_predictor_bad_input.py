@@ -57,6 +57,13 @@ def test_update_rejects(bad, exc, match):
         (np.array([[1, 2], [3, 4]]), ValueError, "1-D"),
         (np.array(5), ValueError, "1-D"),
         ([[1, 2], [3, 4]], ValueError, "1-D"),
+        # Byte buffers read as one token per byte (text, not token ids): were accepted.
+        (bytearray(b"abc"), TypeError, "not a string or bytes"),
+        (memoryview(b"abc"), TypeError, "not a string or bytes"),
+        # No order, or read only once: said "1-D, got an array with 0 dimensions".
+        ((t for t in [1, 2]), TypeError, "got generator"),
+        ({1, 2}, TypeError, "got set"),
+        ({1: 2}, TypeError, "got dict"),
     ],
 )
 def test_update_batch_rejects(bad, exc, match):
@@ -93,6 +100,8 @@ def test_predict_rejects(bad, exc, match, method):
         ({"max_order": 8, "window": 7}, "window must be between max_order"),
         ({"window": -1}, "window must be positive"),
         ({"window": 2**21}, "window must be between"),
+        ({"window": 2**70}, "window is out of range: 1180591620717411303424"),
+        ({"min_order": 2**64}, "min_order is out of range: 18446744073709551616"),
     ],
 )
 def test_constructor_rejects(kwargs, match):
@@ -105,6 +114,13 @@ def test_constructor_rejects_positional_and_float_arguments():
         NGramPredictor(2, 4, 512)  # type: ignore[call-arg]  # keyword-only, so a swapped order cannot slip through
     with pytest.raises(TypeError):
         NGramPredictor(window=51.2)  # type: ignore[arg-type]  # deliberately wrong
+    # Named, as the other classes name them (pybind11's own conversion said only
+    # "incompatible constructor arguments", and took True as 1).
+    for kwargs, name in (({"window": True}, "window"), ({"max_order": None}, "max_order"),
+                         ({"min_order": np.float64(2)}, "min_order")):
+        with pytest.raises(TypeError, match=f"{name} must be an int"):
+            NGramPredictor(**kwargs)
+    assert NGramPredictor(window=np.int64(64)).window == 64
 
 
 def test_window_equal_to_max_order_is_allowed():

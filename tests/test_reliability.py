@@ -75,6 +75,24 @@ def test_a_stream_resumed_after_a_plain_call_raises(fresh, invariance):
             pass
 
 
+@pytest.mark.parametrize("between", ["plain", "another wrapper"])
+def test_a_call_on_a_prompt_of_the_same_length_and_last_token_is_noticed(fresh, invariance, between):
+    # The check compared only the cache's length and last token: a call on another
+    # prompt with both the same left them as they were, and the stream went on from
+    # that prompt's cache ("The dog sat ...") without a word.
+    p1 = "The cat sat on the mat. The cat sat on the"
+    p2 = "The dog sat on the mat. The cat sat on the"
+    t1, t2 = fresh.tokenize(p1.encode()), fresh.tokenize(p2.encode())
+    assert len(t1) == len(t2) and t1[-1] == t2[-1] and t1 != t2
+    s = ngramspec.wrap(fresh, invariance=invariance).create_completion(p1, max_tokens=30, temperature=0, stream=True)
+    next(s)
+    call = fresh if between == "plain" else ngramspec.wrap(fresh, invariance=invariance)
+    call.create_completion(p2, max_tokens=1, temperature=0)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        for _ in s:
+            pass
+
+
 def test_generate_stream_is_also_made_inert(fresh, invariance):
     tokens = fresh.tokenize(A.encode())
     w = ngramspec.wrap(fresh, invariance=invariance)

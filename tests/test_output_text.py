@@ -82,3 +82,34 @@ def test_stable_text_only_grows_and_never_holds_a_stop(tokens, stops):
         before = stable
         if out.stopped:
             break
+
+
+class FakeBosLlama(FakeLlama):
+    """As llama-cpp-python's detokenize: a token list that starts with BOS loses the
+    text's leading space (``_internals.LlamaModel.detokenize``)."""
+
+    def __init__(self, pieces, bos):
+        super().__init__(pieces)
+        self.bos = bos
+
+    def token_bos(self):
+        return self.bos
+
+    def detokenize(self, tokens, prev_tokens=None):
+        out = super().detokenize(tokens)
+        return out[1:] if tokens and tokens[0] == self.bos and out[:1] == b" " else out
+
+
+BOS_PIECES = PIECES + [b"", b" ", b" x"]   # BOS (renders as nothing), a space, a space-led token
+BOS = len(PIECES)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.booleans(), st.lists(st.integers(0, len(BOS_PIECES) - 1), min_size=1, max_size=20),
+       st.lists(st.sampled_from(["a", "x", " x", ""]), max_size=2), st.integers(1, 25))
+def test_a_first_token_bos_drops_the_leading_space_as_plain_does(start_with_bos, tokens, stops, max_tokens):
+    # SmolLM2 answering "<|im_start|> a<|im_start|> a" with BOS, " a", ...: plain's
+    # text was 'a a a', ours ' a a a'.
+    llm = FakeBosLlama(BOS_PIECES, BOS)
+    tokens = ([BOS] if start_with_bos else []) + tokens
+    assert ours(llm, tokens, stops, max_tokens) == plain_loop(llm, tokens, stops, max_tokens)

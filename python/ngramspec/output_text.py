@@ -55,6 +55,14 @@ class OutputText:
         self.stopped = False         # a stop string ended the text
         self._multibyte_fix = 0
         self._checked = 0            # bytes already searched for stop strings
+        bos = getattr(llm, "token_bos", None)
+        self._bos = int(bos()) if callable(bos) else None
+        self._added = 0
+        # llama-cpp-python's detokenize drops the text's first byte when it is a space
+        # and the tokens start with BOS (a Llama-1 habit it undoes), and plain decoding
+        # detokenizes the completion from its first token: so when the model's first
+        # token is BOS, the text's leading space goes.
+        self._drop_leading_space = False
 
     @property
     def data(self) -> bytes:
@@ -65,9 +73,16 @@ class OutputText:
         (stop strings, max_tokens) apply to it; False while plain llama-cpp-python
         would skip them to complete a multi-byte character."""
         buf = self._buf
+        if self._added == 0 and token == self._bos:
+            self._drop_leading_space = True
+        self._added += 1
         piece = self._pieces.get(token)
         if piece is None:
             piece = self._pieces[token] = bytes(self._detokenize([token]))
+        if self._drop_leading_space and piece and not buf:
+            self._drop_leading_space = False   # only ever the text's first byte
+            if piece[:1] == b" ":
+                piece = piece[1:]
         buf += piece
         tail = buf[-3:]
         if tail and (len(piece) < 3 or not piece.isascii()) and max(tail) >= 0xC0:

@@ -108,7 +108,7 @@ Safe to share between threads.
             "follow",
             [](const Corpus& self, py::handle from, py::handle window, py::handle context, py::handle n) {
                 const auto start = static_cast<std::uint64_t>(
-                    integer_in_range(from, "from", 0, std::numeric_limits<long long>::max()));
+                    integer_in_range(from, "from_", 0, std::numeric_limits<long long>::max()));
                 const auto span = static_cast<std::size_t>(integer_in_range(window, "window", 0, kMaxSetting));
                 const std::vector<std::int32_t> values = tokens_from_object(context);
                 const std::size_t count = checked_predict_count(n);

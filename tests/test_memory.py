@@ -232,6 +232,9 @@ def test_prime_strings_files_and_folders(tmp_path: Path):
     assert report.tokens == len("beta text") and report.pending == 0
     with pytest.raises(FileNotFoundError):
         mem.prime(path=tmp_path / "missing")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    with pytest.raises(FileNotFoundError, match="symbolic link that leads nowhere"):   # said "no such file"
+        mem.prime(path=tmp_path / "loop")
     before = len(mem)
     for empty in ("", [str(tmp_path / "pkg" / "b.txt"), ""]):   # Path("") is ".": it primed the working folder
         with pytest.raises(ValueError, match="empty path"):

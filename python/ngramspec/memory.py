@@ -470,6 +470,8 @@ class Memory:
         for p in paths:
             p = Path(p)
             if not p.exists():
+                if p.is_symlink():
+                    raise FileNotFoundError(f"prime: {p} is a symbolic link that leads nowhere (broken, or a loop)")
                 raise FileNotFoundError(f"prime: no such file or folder: {p}")
             files = _walk_files(p) if p.is_dir() else [p]
             for f in files:

@@ -232,6 +232,10 @@ def test_prime_strings_files_and_folders(tmp_path: Path):
     assert report.tokens == len("beta text") and report.pending == 0
     with pytest.raises(FileNotFoundError):
         mem.prime(path=tmp_path / "missing")
+    stored = (len(mem), mem.pending_documents)
+    with pytest.raises(FileNotFoundError):   # the text and the first path were primed before the check
+        mem.prime("hello there", path=[tmp_path / "pkg", tmp_path / "missing"])
+    assert (len(mem), mem.pending_documents) == stored
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     with pytest.raises(FileNotFoundError, match="symbolic link that leads nowhere"):   # said "no such file"
         mem.prime(path=tmp_path / "loop")

@@ -1,5 +1,6 @@
 """`ngramspec serve --memory FILE`: checked before the model loads (a bad file is
-one line), and saved when the server stops, by SIGTERM as by SIGINT."""
+one line), and saved when the server stops, by SIGTERM as by SIGINT. And the
+defaults its help states."""
 from __future__ import annotations
 
 import pytest
@@ -89,3 +90,13 @@ def test_memory_is_saved_when_the_server_is_stopped(tmp_path, smollm2_path, how)
     assert f"memory saved to {path}" in text
     saved = Memory.load(path)
     assert len(saved) > 0                 # the request's prompt and output
+
+
+def test_help_states_our_defaults_not_llama_cpp_pythons(tmp_path):
+    # The help printed llama-cpp-python's "(default: True)" for both, where ours are False.
+    text = " ".join(server.build_parser().format_help().split())
+    assert "--logits_all LOGITS_ALL Whether to keep the logits of every position (default: False here" in text
+    assert "--interrupt_requests INTERRUPT_REQUESTS Whether a waiting request cuts a running stream short " \
+           "(default: False here)" in text
+    server_settings, model_settings, _, _ = _options(tmp_path)
+    assert model_settings.logits_all is False and server_settings.interrupt_requests is False

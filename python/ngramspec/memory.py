@@ -19,8 +19,8 @@ re-quoting code that has left the window). A ``Memory`` keeps that text:
     stored tokens; past it the oldest are dropped (the newest three quarters of
     the budget are kept). Text primed before the memory knows its tokenizer is
     kept as text, at most 8 characters per budget token, oldest dropped first.
-  * isolated by default: each wrapper or engine gets its own memory unless the
-    caller passes the same ``Memory`` to several; then they share it, from any
+  * isolated by default: a wrapper or engine has no memory unless the caller
+    passes one; a ``Memory`` passed to several is shared by them, from any
     threads (the store is locked). What one request adds can change another's
     speed, never its output: every draft token is verified.
   * persistent: ``save(path)`` / ``Memory.load(path)``, a versioned file with a
@@ -465,14 +465,15 @@ class Memory:
             # Path("") is "."; an unset variable (--prime "$DIR") must not prime the working
             # folder. Checked before anything is primed.
             raise ValueError("prime: an empty path; give a file or a folder")
-        for t in texts:
-            self._add_text(t, report)
-        for p in paths:
-            p = Path(p)
+        checked = [Path(p) for p in paths]
+        for p in checked:   # every path is checked before anything is primed
             if not p.exists():
                 if p.is_symlink():
                     raise FileNotFoundError(f"prime: {p} is a symbolic link that leads nowhere (broken, or a loop)")
                 raise FileNotFoundError(f"prime: no such file or folder: {p}")
+        for t in texts:
+            self._add_text(t, report)
+        for p in checked:
             files = _walk_files(p) if p.is_dir() else [p]
             for f in files:
                 content, why = _read_text_file(f, self.max_file_bytes)

@@ -642,6 +642,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "Takes the settings of `python -m llama_cpp.server`, spelled the same way; --model also "
                     "takes a name from ngramspec.models.")
     add_args_from_model(parser, Settings)
+    # Their help prints llama-cpp-python's defaults; ours differ (settings_from_args).
+    for action in parser._actions:
+        if action.dest == "logits_all":
+            action.help = ("Whether to keep the logits of every position (default: False here: the engine asks "
+                           "for logits only on the rows it verifies)")
+        elif action.dest == "interrupt_requests":
+            action.help = ("Whether a waiting request cuts a running stream short (default: False here)")
     ours = parser.add_argument_group("ngramspec")
     ours.add_argument("--exact", dest="exact", type=_parse_bool_arg, default=True,
                       help="verify only with bit-exact batch sizes, so greedy text equals plain decoding "

@@ -2,9 +2,10 @@
 
 ``SpeculativeLlama(llm)`` (or ``wrap(llm)``) offers ``create_completion``,
 ``__call__``, ``create_chat_completion`` and ``generate`` with llama-cpp-python's
-signatures, defaults and return shapes. Greedy requests (temperature <= 0 or
-top_k == 1) go through the speculative engine and return the same text as the
-plain ``Llama``; every response carries a ``speculative`` key with the stats.
+signatures, defaults and return shapes. Greedy requests (temperature 0, or
+top_k == 1 at a positive temperature; a negative temperature samples, as in
+llama-cpp-python) go through the speculative engine and return the same text as
+the plain ``Llama``; every response carries a ``speculative`` key with the stats.
 Sampled requests use exact speculative sampling (``ngramspec.sampling``): the
 model's own distribution under the same parameters, reproducible by seed, but
 not the same random draws as llama-cpp-python's sampler. Any other attribute is the

@@ -4,6 +4,8 @@ Chi-square tests use fixed seeds (deterministic, not flaky) and the critical val
 at significance 0.001 for the degrees of freedom used."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -149,3 +151,37 @@ def test_real_model_distribution_matches_llama_cpp_python_sampling(llm, invarian
     assert drafted > n // 2, "the second token should usually be verified from a draft"
     assert df >= 2, "the prompt should give a spread of continuations"
     assert stat < chi2_critical(df), (stat, df, sorted(rows, reverse=True)[:8])
+
+
+_WIDE: dict[str, Any] = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}
+
+
+@pytest.mark.parametrize("temperature", [1e-310, 1e-300, 1e-6])
+def test_a_tiny_temperature_is_the_argmax(temperature):
+    # Dividing the raw logits by a subnormal temperature overflowed to inf - inf = NaN,
+    # and sample() then returned the least likely candidate, silently.
+    ids, p = target_distribution(np.array([5.0, 3.0, 1.0, -2.0]), SamplingParams(temperature=temperature, **_WIDE))
+    assert ids[0] == 0 and p[0] == 1.0 and np.isfinite(p).all()
+
+
+def test_infinite_logit_bias():
+    ids, p = target_distribution(np.array([5.0, 3.0, 1.0]),
+                                 SamplingParams(temperature=0.8, logit_bias={2: float("inf")}, **_WIDE))
+    assert ids[0] == 2 and p[0] == 1.0 and np.isfinite(p).all()
+    with pytest.raises(ValueError, match="every candidate's logit is -inf"):
+        target_distribution(np.full(4, -np.inf), SamplingParams(temperature=0.8))
+
+
+def test_sample_refuses_probabilities_that_are_not_finite():
+    with pytest.raises(ValueError, match="cannot sample"):
+        sample(np.arange(3), np.array([np.nan, 0.5, 0.5]), 0.3)
+    with pytest.raises(ValueError, match="cannot sample"):
+        sample(np.arange(2), np.zeros(2), 0.3)
+
+
+@pytest.mark.parametrize("field, value", [("seed", None), ("seed", 1.5), ("seed", "7"), ("seed", True),
+                                          ("top_k", 2.5), ("penalty_last_n", 64.0)])
+def test_sampling_params_check_their_integers(field, value):
+    # seed=None failed after prefill with "unsupported operand type(s) for &".
+    with pytest.raises(TypeError, match=f"{field} must be an int"):
+        SamplingParams(temperature=0.7, **{field: value})

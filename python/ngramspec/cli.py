@@ -402,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="put this file or folder (read recursively) in the memory first; repeatable")
     g.add_argument("--prediction", default=None, metavar="FILE|-",
                    help="the expected output (e.g. the file being edited), read from FILE or stdin (-): "
-                        "drafts from it; the output stays exactly what it is without it")
+                        "drafts from it; greedy output stays exactly what it is without it")
     g.add_argument("--compare", action="store_true", help="also run plain llama-cpp-python and compare")
     d = sub.add_parser("doctor", allow_abbrev=False, help="check the llama.cpp build for exact speculation")
     d.add_argument("--model", default="smollm2-135m")

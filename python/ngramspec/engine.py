@@ -237,7 +237,8 @@ class SpeculativeEngine:
         exact: this call's verify mode (None: the engine's).
         prediction: the expected output (OpenAI's ``{"type": "content", "content":
             ...}`` or a str): drafted from where the output follows it; the output
-            is the same as without it.
+            is the same as without it (sampled with a sampled draft model: the
+            same distribution, not necessarily the same draws).
         """
         run = self.stream(prompt, max_tokens=max_tokens, stop=stop, stopping_criteria=stopping_criteria,
                           sampling=sampling, exact=exact, prediction=prediction)

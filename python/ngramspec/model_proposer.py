@@ -355,6 +355,29 @@ class DraftModelProposer:
         self._agree = len(text)
         return _llama.last_logits(self.draft) if need_logits else None
 
+    def _match_cache_to_text(self) -> None:
+        """Trust the draft Llama's bookkeeping for what its cache holds (someone else
+        may have used it), keep the prefix that agrees with the text, drop the rest."""
+        llm, text = self.draft, self._text
+        assert text is not None
+        cached = llm.input_ids[: min(max(llm.n_tokens, 0), len(llm.input_ids))]
+        n = min(len(cached), len(text))
+        diff = np.flatnonzero(np.asarray(cached[:n]) != np.asarray(text[:n], dtype=cached.dtype))
+        self._agree = int(diff[0]) if len(diff) else n
+        self._kv = text[: self._agree]
+        # Llama.reset() only zeroes n_tokens: drop whatever the cache still holds after the prefix.
+        self._roll_back(self._agree, always=True)
+        self._fresh = -1
+
+    def _used_elsewhere(self) -> bool:
+        """Whether the draft Llama's cache changed since this proposer last decoded
+        (a plain call on it, or another engine drafting with it, during a paused
+        stream): its bookkeeping no longer says the cache is ``_kv``."""
+        llm, kv = self.draft, self._kv
+        ids = llm.input_ids
+        m = min(len(kv), len(ids))
+        return llm.n_tokens != len(kv) or not np.array_equal(ids[:m], np.asarray(kv[:m], dtype=ids.dtype))
+
     # -- the Proposer protocol ------------------------------------------------
     def begin(self, prompt: Sequence[int]) -> None:
         """Start a generation after ``prompt`` (token ids). Reuses the draft
@@ -371,16 +394,8 @@ class DraftModelProposer:
         if len(text) >= self.draft.n_ctx():
             raise ValueError(f"the prompt ({len(text)} tokens) does not fit the draft model's context "
                              f"({self.draft.n_ctx()})")
-        llm = self.draft
-        # What the Llama's bookkeeping says is cached (someone else may have used it).
-        cached = llm.input_ids[: min(max(llm.n_tokens, 0), len(llm.input_ids))]
-        n = min(len(cached), len(text))
-        diff = np.flatnonzero(np.asarray(cached[:n]) != np.asarray(text[:n], dtype=cached.dtype))
-        self._agree = int(diff[0]) if len(diff) else n
-        self._kv = text[: self._agree]
-        # Llama.reset() only zeroes n_tokens: drop whatever the cache still holds after the prefix.
-        self._roll_back(self._agree, always=True)
-        self._text, self._n_prompt, self._fresh = text, len(text), -1
+        self._text, self._n_prompt = text, len(text)
+        self._match_cache_to_text()
         if not self.lazy_prefill:
             t0 = time.perf_counter()
             self._sync(need_logits=False)
@@ -415,6 +430,10 @@ class DraftModelProposer:
         k = min(int(k), llm.n_ctx() - len(text))
         if k <= 0:
             return Proposal(EMPTY_TOKENS, [], self.name)
+        if self._used_elsewhere():
+            # Decoding after a cache that is not what _kv says failed in llama_decode (another
+            # engine had moved it on) or drafted from another text; match it again, as begin does.
+            self._match_cache_to_text()
         t0 = time.perf_counter()
         long_catchup = self.pending_tokens() > _SHORT_CATCHUP
         logits = self._sync(need_logits=True)

@@ -45,6 +45,10 @@ class SamplingParams:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("top_k", "penalty_last_n", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
         if not self.temperature > 0:
             raise ValueError("sampling needs temperature > 0 (temperature <= 0 is greedy decoding)")
         if not 0.0 <= self.top_p <= 1.0 or not 0.0 <= self.min_p <= 1.0 or not 0.0 < self.typical_p <= 1.0:
@@ -66,9 +70,21 @@ def position_uniform(seed: int, position: int, stream: int = 0) -> float:
     return (h >> 11) * (1.0 / (1 << 53))
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())
-    p: np.ndarray = e / e.sum()
+def _softmax(x: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """softmax(x / temperature), shifted by the largest logit first: dividing the
+    raw logits by a subnormal temperature overflowed to inf - inf = NaN, and a
+    +inf logit_bias gave the same. A +inf logit takes all the mass (shared among
+    such tokens); if every logit is -inf nothing can be sampled."""
+    top = x.max()
+    if top == np.inf:
+        p: np.ndarray = (x == np.inf).astype(np.float64)
+        p /= p.sum()
+        return p
+    if not np.isfinite(top):
+        raise ValueError("no token can be sampled: every candidate's logit is -inf (logit_bias or penalties)")
+    with np.errstate(over="ignore"):   # a tiny temperature sends the others to -inf: probability 0
+        e = np.exp((x - top) / temperature)
+    p = e / e.sum()
     return p
 
 
@@ -112,12 +128,14 @@ def target_distribution(logits: np.ndarray, params: SamplingParams,
         keep = x >= x[0] + np.log(params.min_p)
         keep[0] = True
         ids, x = ids[keep], x[keep]
-    return ids, _softmax(x / params.temperature)
+    return ids, _softmax(x, params.temperature)
 
 
 def sample(ids: np.ndarray, probs: np.ndarray, u: float) -> int:
     """Inverse-CDF draw with the uniform u."""
     cum = np.cumsum(probs)
+    if not cum[-1] > 0 or not np.isfinite(cum[-1]):   # NaN would silently pick the last candidate
+        raise ValueError(f"cannot sample from probabilities summing to {cum[-1]}")
     i = int(np.searchsorted(cum, u * cum[-1], side="right"))
     return int(ids[min(i, len(ids) - 1)])
 

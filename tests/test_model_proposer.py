@@ -363,8 +363,10 @@ def test_closed_after_construction(smollm2_path, target):
     prop = DraftModelProposer(d, target)
     prop.begin(tok(target, PROMPTS[0]))
     d.close()
-    with pytest.raises(ValueError, match="closed"):
+    with pytest.raises(ValueError, match="the draft model's Llama has been closed"):   # said only "this Llama"
         prop.propose(2)
+    with pytest.raises(ValueError, match="the draft model's Llama has been closed"):
+        prop.begin(tok(target, PROMPTS[0]))
 
 
 def test_bad_k_and_order(proposer, target):

@@ -378,12 +378,19 @@ class DraftModelProposer:
         m = min(len(kv), len(ids))
         return llm.n_tokens != len(kv) or not np.array_equal(ids[:m], np.asarray(kv[:m], dtype=ids.dtype))
 
+    def _check_open(self) -> None:
+        try:
+            _llama.context_of(self.draft)
+        except ValueError:   # "this Llama has been closed" would not say which Llama
+            raise ValueError("the draft model's Llama has been closed; create a new one (and a new engine "
+                             "or wrapper with it)") from None
+
     # -- the Proposer protocol ------------------------------------------------
     def begin(self, prompt: Sequence[int]) -> None:
         """Start a generation after ``prompt`` (token ids). Reuses the draft
         context's cached prefix, like Llama.generate; evaluates the rest now
         unless ``lazy_prefill``."""
-        _llama.context_of(self.draft)
+        self._check_open()
         n_vocab = self.draft.n_vocab()
         text = [int(t) for t in prompt]
         if not text:
@@ -426,7 +433,7 @@ class DraftModelProposer:
             raise ValueError(f"k must be >= 0, got {k}")
         text = self._require_begun()
         llm = self.draft
-        _llama.context_of(llm)
+        self._check_open()
         k = min(int(k), llm.n_ctx() - len(text))
         if k <= 0:
             return Proposal(EMPTY_TOKENS, [], self.name)

@@ -194,14 +194,20 @@ def is_eog(llm: Any, token: int) -> bool:
 
 def cached_prefix(llm: Any, tokens: Sequence[int]) -> int:
     """How many leading ``tokens`` the Llama's bookkeeping says are in its cache."""
-    if llm.n_tokens <= 0:
-        return 0
-    common = 0
-    for a, b in zip(llm.input_ids[: llm.n_tokens], tokens):
-        if a != b:
-            break
-        common += 1
-    return common
+    cached = llm.input_ids[: max(llm.n_tokens, 0)]
+    n = min(len(cached), len(tokens))
+    diff = np.flatnonzero(cached[:n] != np.asarray(tokens[:n], dtype=cached.dtype))
+    return int(diff[0]) if len(diff) else n
+
+
+def records(llm: Any, tokens: Sequence[int] | np.ndarray, n: int) -> bool:
+    """Whether the Llama's bookkeeping says its cache holds exactly ``n`` tokens
+    and that they are ``tokens`` (as many of them as ``input_ids``, sized by the
+    n_ctx asked for, can record): what a run that put them there checks before it
+    goes on, since any other call on the Llama rewrites the bookkeeping."""
+    ids = llm.input_ids
+    m = min(n, len(ids))
+    return bool(llm.n_tokens == n and np.array_equal(ids[:m], np.asarray(tokens[:m], dtype=ids.dtype)))
 
 
 def sync_bookkeeping(llm: Any, kv: Sequence[int], start: int) -> None:

@@ -196,16 +196,15 @@ def _open_memory(args: argparse.Namespace) -> tuple[Any, Path | None]:
     memory is saved back there after the generation; --prime adds files or folders."""
     if args.memory is None and not args.prime:
         return None, None
-    from .memory import Memory, MemoryFileError
+    from .memory import Memory, MemoryFileError, check_save_path
 
-    path = Path(args.memory) if args.memory is not None else None
-    if path is not None and not args.memory:
-        raise UserError("--memory: an empty path (give a file to load and save the memory)")
-    if path is not None and (path.exists() or path.is_symlink()):
-        if path.is_dir():
-            raise UserError(f"--memory {path}: is a directory (give a file to load and save the memory)")
-        if path.is_symlink() or not path.is_file():   # saving renames over it: a link or device would be replaced
-            raise UserError(f"--memory {path}: is not a regular file (a link, device or FIFO); give a file")
+    path = None
+    if args.memory is not None:
+        try:   # saved there after the generation: refused now, before any work
+            path = check_save_path(args.memory)
+        except (ValueError, IsADirectoryError) as e:
+            raise UserError(f"--memory: {e}") from None
+    if path is not None and path.exists():
         try:
             memory = Memory.load(path)
         except (MemoryFileError, OSError) as e:

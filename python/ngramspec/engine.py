@@ -384,10 +384,7 @@ class _Run:
         on from that prompt's cache without a word."""
         engine, llm = self.engine, self.engine.llm
         _llama.context_of(llm)   # a closed Llama raises ValueError here, never decodes
-        ids = llm.input_ids
-        n = min(n_past, len(ids), len(owned))
-        if engine._current != self._generation or llm.n_tokens != n_past or \
-                not np.array_equal(ids[:n], owned[:n]):
+        if engine._current != self._generation or not _llama.records(llm, owned, n_past):
             raise RuntimeError("this stream was interrupted: a later call used the same Llama. Finish (or close) "
                                "a stream before the next call, or give each concurrent user its own Llama")
 

@@ -123,6 +123,26 @@ def _header_int(header: dict[str, Any], key: str) -> int:
     return value
 
 
+def check_save_path(path: PathLike) -> Path:
+    """``path`` as a place ``Memory.save`` can write: not empty, not a directory
+    and, if it exists, a regular file (the save renames a temporary file over it,
+    which would replace a symbolic link, a device or a FIFO itself, not write
+    through it). ``ValueError`` (``IsADirectoryError`` for a directory) otherwise.
+    Used by ``save`` and, before any work, by the CLI's and the server's ``--memory``."""
+    if not os.fspath(path):
+        raise ValueError("an empty path; give a file")
+    p = Path(path)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return p
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"{str(p)!r} is a directory; give a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{str(p)!r} exists and is not a regular file (a link, device or FIFO); give a file")
+    return p
+
+
 class MemoryFileError(ValueError):
     """A memory file that is not one, is corrupt or truncated, or has an unknown format."""
 
@@ -520,19 +540,7 @@ class Memory:
         folder, flushed and fsynced, then renamed over ``path``. An existing
         ``path`` must be a regular file: the rename would replace a device
         (/dev/null), a FIFO or a symbolic link itself, not write through it."""
-        if not os.fspath(path):
-            raise ValueError("save: an empty path; give a file")
-        path = Path(path)
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            pass
-        else:
-            if stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(f"save: {str(path)!r} is a directory; give a file")
-            if not stat.S_ISREG(st.st_mode):
-                raise ValueError(f"save: {str(path)!r} exists and is not a regular file (a link, device or "
-                                 "FIFO); give a file path")
+        path = check_save_path(path)
         with self._lock:
             header = {
                 "format": FORMAT_VERSION,

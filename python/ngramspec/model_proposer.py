@@ -358,12 +358,9 @@ class DraftModelProposer:
     def _match_cache_to_text(self) -> None:
         """Trust the draft Llama's bookkeeping for what its cache holds (someone else
         may have used it), keep the prefix that agrees with the text, drop the rest."""
-        llm, text = self.draft, self._text
+        text = self._text
         assert text is not None
-        cached = llm.input_ids[: min(max(llm.n_tokens, 0), len(llm.input_ids))]
-        n = min(len(cached), len(text))
-        diff = np.flatnonzero(np.asarray(cached[:n]) != np.asarray(text[:n], dtype=cached.dtype))
-        self._agree = int(diff[0]) if len(diff) else n
+        self._agree = _llama.cached_prefix(self.draft, text)
         self._kv = text[: self._agree]
         # Llama.reset() only zeroes n_tokens: drop whatever the cache still holds after the prefix.
         self._roll_back(self._agree, always=True)
@@ -373,10 +370,7 @@ class DraftModelProposer:
         """Whether the draft Llama's cache changed since this proposer last decoded
         (a plain call on it, or another engine drafting with it, during a paused
         stream): its bookkeeping no longer says the cache is ``_kv``."""
-        llm, kv = self.draft, self._kv
-        ids = llm.input_ids
-        m = min(len(kv), len(ids))
-        return llm.n_tokens != len(kv) or not np.array_equal(ids[:m], np.asarray(kv[:m], dtype=ids.dtype))
+        return not _llama.records(self.draft, self._kv, len(self._kv))
 
     def _check_open(self) -> None:
         try:

@@ -57,7 +57,7 @@ class OutputText:
         self._checked = 0            # bytes already searched for stop strings
         bos = getattr(llm, "token_bos", None)
         self._bos = int(bos()) if callable(bos) else None
-        self._added = 0
+        self._first = True
         # llama-cpp-python's detokenize drops the text's first byte when it is a space
         # and the tokens start with BOS (a Llama-1 habit it undoes), and plain decoding
         # detokenizes the completion from its first token: so when the model's first
@@ -73,9 +73,9 @@ class OutputText:
         (stop strings, max_tokens) apply to it; False while plain llama-cpp-python
         would skip them to complete a multi-byte character."""
         buf = self._buf
-        if self._added == 0 and token == self._bos:
-            self._drop_leading_space = True
-        self._added += 1
+        if self._first:
+            self._first = False
+            self._drop_leading_space = token == self._bos
         piece = self._pieces.get(token)
         if piece is None:
             piece = self._pieces[token] = bytes(self._detokenize([token]))

@@ -531,9 +531,9 @@ def create_app(server_settings: Any, model_settings: Any, options: Optional[Serv
     loaded = llama_app._llama_proxy
     assert loaded is not None  # create_app has set it
     llm = loaded()  # the Llama its LlamaProxy loaded with every setting applied
-    wrapper, memory = _wrap(llm, options)
-    if memory is not None and options.memory is not None:
-        _save_at_shutdown(app, memory, options.memory)
+    wrapper = _wrap(llm, options)
+    if options.memory is not None:
+        _save_at_shutdown(app, wrapper.engine.memory, options.memory)
     alias = model_settings.model_alias or model_settings.model
     proxy = SpeculativeProxy(wrapper, alias, [alias, model_settings.model, os.path.basename(model_settings.model),
                                               *names])
@@ -554,9 +554,9 @@ def create_app(server_settings: Any, model_settings: Any, options: Optional[Serv
     return app
 
 
-def _wrap(llm: Any, options: ServeOptions) -> Tuple[Any, Any]:
-    """The server's one wrapper (one engine), warmed up unless ``--warmup false``,
-    and its ``--memory`` (None without one)."""
+def _wrap(llm: Any, options: ServeOptions) -> Any:
+    """The server's one wrapper (one engine, holding the ``--memory`` if given),
+    warmed up unless ``--warmup false``."""
     memory, path = None, options.memory
     if path is not None:
         # One memory for every request of this server: sharing across its users is
@@ -570,7 +570,7 @@ def _wrap(llm: Any, options: ServeOptions) -> Tuple[Any, Any]:
     wrapper = wrap(llm, memory=memory, **options.engine_options())
     if options.warmup:
         _warm_up(wrapper)
-    return wrapper, memory
+    return wrapper
 
 
 class _MemorySaver:
@@ -700,16 +700,13 @@ def settings_from_args(args: argparse.Namespace) -> Tuple[Any, Any, ServeOptions
             raise UserError("; ".join(f"--{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in errors())) from None
         raise UserError(str(e)) from None
     if args.memory is not None:
-        if not args.memory:
-            raise UserError("--memory: an empty path; give a file")
-        if os.path.isdir(args.memory):
-            raise UserError(f"--memory {args.memory!r} is a directory; give a file")
-        if os.path.islink(args.memory) or (os.path.exists(args.memory) and not os.path.isfile(args.memory)):
-            # Saved at shutdown by a rename over the path, which would replace a link or device.
-            raise UserError(f"--memory {args.memory!r} is not a regular file (a link, device or FIFO); give a file")
-        if os.path.exists(args.memory):
-            from .memory import Memory
+        from .memory import Memory, check_save_path
 
+        try:   # saved there at shutdown: refused now, before the model loads
+            check_save_path(args.memory)
+        except (ValueError, IsADirectoryError) as e:
+            raise UserError(f"--memory: {e}") from None
+        if os.path.exists(args.memory):
             try:
                 Memory.load(args.memory)
             except ValueError as e:

@@ -22,7 +22,8 @@ explores as the engine does; --no-explore turns exploration off to compare, and
 (load arriving mid-generation). The header counts the explored passes.
 
 --hindsight adds a column: the same proposals, each pass verifying the offered
-one that is right for longest, exactly as far as it is right. The gap between it
+draft prefix that yields the most tokens per unit of cost given the true text
+(best_in_hindsight). The gap between it
 and the limit is what the proposals never offer; the gap between the policy and
 it is the policy's uncertainty about which draft is right and for how long.
 
@@ -107,10 +108,9 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: np.
     """(total verify cost in single-token passes, passes, the same passes priced in
     seconds at their context by ``priced``, or nan) for output[1:], drafted by the
     engine's own Drafter (with a PredictionProposer when given ``prediction``).
-    ``hindsight``: each pass verifies, instead of the policy's choice, the offered
-    proposal that is right for longest, exactly as far as it is right (when that
-    beats a plain pass): what a policy that knew each draft's fate would make of
-    the same proposals."""
+    ``hindsight``: each pass verifies, instead of the policy's choice, what
+    ``best_in_hindsight`` picks: what a policy that knew each draft's fate would
+    make of the same proposals."""
     proposers: list = [NGramProposer(), CopyProposer()]
     if prediction is not None:
         proposers.append(PredictionProposer(prediction))
@@ -156,8 +156,9 @@ def main() -> int:
     ap.add_argument("--no-explore", action="store_true", help="with --believed-curve: no online exploration")
     ap.add_argument("--burst", help="A:B:F: timings of passes A..B-1 of each output multiplied by F")
     ap.add_argument("--hindsight", action="store_true",
-                    help="add a column: the same proposals, each pass verifying the one right for longest exactly as "
-                         "far as it is right (what the proposals offer; the gap to the policy is its uncertainty)")
+                    help="add a column: the same proposals, each pass verifying the draft prefix that yields the most "
+                         "tokens per unit of cost given the true text (what the proposals offer; the gap to the "
+                         "policy is its uncertainty)")
     ap.add_argument("--prediction", choices=("none", "right", "wrong"), default="none",
                     help="a predicted_edit report (python -m ngramspec.suite.predicted_edit): replay with each "
                          "item's prediction, or its unrelated wrong one, as the engine's PredictionProposer")

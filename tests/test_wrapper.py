@@ -178,6 +178,18 @@ def test_the_llamas_own_seed_makes_unseeded_sampling_reproducible(smollm2_path, 
     assert other != first
 
 
+@pytest.mark.parametrize("seed", [-1, 2**32 - 1])
+def test_seed_minus_one_samples_at_random_as_plain_does(spec, seed):
+    # llama.cpp reads the seed 0xFFFFFFFF (-1) as "take one from std::random_device":
+    # plain's texts differ call by call; ours were the same every time.
+    texts = {spec.create_completion("Once upon a time", max_tokens=10, temperature=1.2, seed=seed)["choices"][0]["text"]
+             for _ in range(3)}
+    assert len(texts) > 1
+    again = {spec.create_completion("Once upon a time", max_tokens=10, temperature=1.2, seed=5)["choices"][0]["text"]
+             for _ in range(2)}
+    assert len(again) == 1
+
+
 def test_generate_yields_plain_greedy_tokens(llm, spec):
     from ngramspec.engine import prompt_tokens_for
 

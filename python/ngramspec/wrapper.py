@@ -31,12 +31,17 @@ def _check_exact(exact: Any) -> None:
         raise TypeError(f"exact must be True, False or None, got {type(exact).__name__}")
 
 
+#: LLAMA_DEFAULT_SEED: the seed (-1, or 2**32 - 1) that llama.cpp replaces by a random one.
+_RANDOM_SEED = 0xFFFFFFFF
+
+
 def _call_seed(llm: Any, seed: int | None) -> int:
     """The seed of one call, as llama-cpp-python's ``create_completion`` keeps it:
     a given seed becomes the Llama's seed; without one, the next seed of the
     Llama's own sequence (``random.Random(llm._seed)``) does. So ``Llama(seed=...)``
     and ``set_seed`` make sampled text reproducible here as they do there (a fresh
-    OS-random seed per call made them no-ops)."""
+    OS-random seed per call made them no-ops). A seed of -1 samples from a fresh
+    random seed, as it does there."""
     if seed is None:
         current = getattr(llm, "_seed", None)
         if current is None:        # not a llama_cpp.Llama: nothing to follow
@@ -44,6 +49,10 @@ def _call_seed(llm: Any, seed: int | None) -> int:
         seed = random.Random(current).randint(0, 2**32)
     if hasattr(llm, "set_seed"):
         llm.set_seed(seed)
+    if seed & 0xFFFFFFFF == _RANDOM_SEED:
+        # llama.cpp's sampler takes this seed (-1 as a uint32) to mean "draw one
+        # from std::random_device", so plain samples differently on every such call.
+        return random.SystemRandom().randrange(2**32)
     return seed
 
 

@@ -80,6 +80,20 @@ def test_target_distribution_semantics():
     assert ids[0] == 3  # token 4 was penalised below token 3
 
 
+@pytest.mark.parametrize("last_n", [0, -1])
+def test_penalty_last_n_zero_or_negative_means_no_penalties(last_n):
+    # llama.cpp's penalties sampler clamps penalty_last_n to >= 0 and skips at 0, so
+    # Llama(last_n_tokens_size=-1) samples with no penalties; we penalised the whole history.
+    logits = np.log(np.array([0.05, 0.1, 0.2, 0.3, 0.35]))
+    wide = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+    free = target_distribution(logits, SamplingParams(**wide), history=[4, 4])
+    off = target_distribution(logits, SamplingParams(**wide, repeat_penalty=3.0, frequency_penalty=1.0,
+                                                     presence_penalty=1.0, penalty_last_n=last_n), history=[4, 4])
+    assert free[0].tolist() == off[0].tolist() and np.allclose(free[1], off[1])
+    on = target_distribution(logits, SamplingParams(**wide, repeat_penalty=3.0, penalty_last_n=1), history=[4, 4])
+    assert on[0][0] != 4
+
+
 @pytest.mark.parametrize("bad", [{"temperature": 0.0}, {"temperature": 1.0, "top_p": 1.5},
                                  {"temperature": 1.0, "repeat_penalty": 0.0}])
 def test_bad_sampling_params(bad):

@@ -79,6 +79,7 @@ def test_stream_concatenates_to_the_full_text(llm, spec, prompt, stop):
     assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
     assert chunks[-1]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
+    assert chunks[-1]["choices"][0]["text"] == ""   # as plain's stream ends
     assert chunks[-1]["speculative"]["used"] is True
     assert all("\ufffd" not in c["choices"][0]["text"] for c in chunks)
     if stop:
@@ -86,6 +87,21 @@ def test_stream_concatenates_to_the_full_text(llm, spec, prompt, stop):
             assert all(s not in c["choices"][0]["text"] for c in chunks)
     ref = plain(llm, prompt, max_tokens=48, stop=stop)
     assert whole["choices"][0]["text"] == ref["choices"][0]["text"]
+
+
+@pytest.mark.parametrize("max_tokens", [3, 5])
+def test_chat_stream_keeps_text_held_back_for_a_stop_string(llm, spec, max_tokens):
+    # The output ends in "\n", which might start the stop "\n\n": held back until
+    # the end, it went out in the finishing chunk, whose text the chat handler drops.
+    messages = [{"role": "user", "content": "Write a Python function that adds two numbers, with a docstring."}]
+    kw = {"temperature": 0, "max_tokens": max_tokens, "stop": ["\n\n"]}
+    whole = spec.create_chat_completion(messages, **kw)["choices"][0]["message"]["content"]
+    streamed = "".join(c["choices"][0]["delta"].get("content") or ""
+                       for c in spec.create_chat_completion(messages, stream=True, **kw))
+    llm.reset()
+    ref = "".join(c["choices"][0]["delta"].get("content") or ""
+                  for c in llm.create_chat_completion(messages, stream=True, **kw))
+    assert streamed == whole == ref
 
 
 def test_stream_really_streams_and_handles_multibyte(llm, spec):
@@ -148,7 +164,8 @@ def test_chat_logprobs_are_refused_not_dropped(spec, kw):
 
 
 @pytest.mark.parametrize("bias, error", [({10**6: 5.0}, "out of range"), ({-1: 100.0}, "out of range"),
-                                         ({"5": 1.0}, "token ids"), ({5: float("nan")}, "number")])
+                                         ({"five": 1.0}, "token ids"), ({5: float("nan")}, "number"),
+                                         ({5: "high"}, "number"), ({2.5: 1.0}, "token ids")])
 def test_bad_logit_bias_is_a_clear_error(llm, spec, bias, error):
     # An id past the vocabulary was an IndexError (a 500 from the server); -1 biased
     # the last token of the vocabulary.
@@ -157,6 +174,17 @@ def test_bad_logit_bias_is_a_clear_error(llm, spec, bias, error):
     out = spec.create_completion("Hello", max_tokens=4, temperature=0.8, seed=1,
                                  logit_bias={llm.n_vocab() - 1: 1.0})
     assert out["choices"][0]["finish_reason"] in ("length", "stop")
+
+
+def test_logit_bias_is_read_as_plain_reads_it(llm, spec):
+    # OpenAI (and llama-cpp-python's server) send ids as strings; plain takes
+    # {int(id): float(bias)}, so {"5": 1.0} and numpy numbers work there, and here.
+    banned = spec.tokenize(b" the", add_bos=False)[0]
+    kw = {"max_tokens": 12, "temperature": 0.8, "seed": 3}
+    as_ints = spec.create_completion("Once upon a time", logit_bias={banned: -100.0}, **kw)
+    as_strs = spec.create_completion("Once upon a time", logit_bias={str(banned): np.float32(-100.0)}, **kw)
+    assert as_strs["choices"][0]["text"] == as_ints["choices"][0]["text"]
+    assert banned not in spec.tokenize(as_strs["choices"][0]["text"].encode(), add_bos=False)
 
 
 def test_the_llamas_own_seed_makes_unseeded_sampling_reproducible(smollm2_path, invariance):
@@ -188,6 +216,42 @@ def test_seed_minus_one_samples_at_random_as_plain_does(spec, seed):
     again = {spec.create_completion("Once upon a time", max_tokens=10, temperature=1.2, seed=5)["choices"][0]["text"]
              for _ in range(2)}
     assert len(again) == 1
+
+
+def test_a_refused_call_leaves_the_llamas_seed_alone(smollm2_path, invariance):
+    # Plain checks the prompt before it touches the seed; ours set it first, so the
+    # Llama's next unseeded sampled text changed after a refused request.
+    def next_text(refused_first: bool) -> str:
+        llm = llama_cpp.Llama(smollm2_path, n_ctx=256, n_threads=1, n_threads_batch=1, seed=1, verbose=False)
+        try:
+            spec = ngramspec.wrap(llm, invariance=invariance)
+            if refused_first:
+                with pytest.raises(ValueError, match="exceed context window"):
+                    spec("word " * 400, max_tokens=5, temperature=0.9)
+                with pytest.raises(TypeError, match="seed must be an int"):
+                    spec("Once", max_tokens=5, temperature=0.9, seed=1.5)
+            return llm("Once upon a time", max_tokens=12, temperature=0.9)["choices"][0]["text"]
+        finally:
+            llm.close()
+
+    assert next_text(True) == next_text(False)
+
+
+def test_empty_prompt_on_a_bos_model_generates_from_bos(smollm2_path, invariance):
+    # Plain generates from [BOS]; ours refused "prompt is empty". Plain counts the BOS
+    # as a completion token, so its text is one token shorter (README's quirks).
+    kv = {"tokenizer.ggml.add_bos_token": True}
+    a = llama_cpp.Llama(smollm2_path, n_ctx=256, n_threads=1, verbose=False, kv_overrides=kv)
+    b = llama_cpp.Llama(smollm2_path, n_ctx=256, n_threads=1, verbose=False, kv_overrides=kv)
+    try:
+        ref = a("", max_tokens=8, temperature=0)
+        got = ngramspec.wrap(b, invariance=invariance)("", max_tokens=8, temperature=0)
+        assert got["usage"]["prompt_tokens"] == ref["usage"]["prompt_tokens"] == 1
+        assert got["usage"]["completion_tokens"] == 8
+        assert ref["choices"][0]["text"] and got["choices"][0]["text"].startswith(ref["choices"][0]["text"])
+    finally:
+        a.close()
+        b.close()
 
 
 def test_generate_yields_plain_greedy_tokens(llm, spec):
@@ -230,6 +294,29 @@ def test_abandoned_stream_is_safe_after_the_llama_is_closed(smollm2_path, invari
 def test_attributes_pass_through(llm, spec):
     assert spec.tokenize(b"hello") == llm.tokenize(b"hello")
     assert spec.n_ctx() == llm.n_ctx()
+
+
+def test_attributes_set_on_the_wrapper_reach_the_llama(llm, spec):
+    # As on a plain Llama, setting chat_format changes the chat template used; it
+    # was kept on the wrapper and ignored. copy.copy recursed in __getattr__.
+    import copy
+
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    before = spec.create_chat_completion(messages, max_tokens=2, temperature=0)["usage"]["prompt_tokens"]
+    saved = llm.chat_format
+    try:
+        spec.chat_format = "alpaca"
+        assert llm.chat_format == "alpaca" and "chat_format" not in vars(spec)
+        after = spec.create_chat_completion(messages, max_tokens=2, temperature=0)["usage"]["prompt_tokens"]
+        llm.reset()
+        ref = llm.create_chat_completion(messages, max_tokens=2, temperature=0)["usage"]["prompt_tokens"]
+        assert after == ref != before
+    finally:
+        llm.chat_format = saved
+    spec.note = "mine"                 # a name the Llama lacks stays on the wrapper
+    assert vars(spec)["note"] == "mine" and not hasattr(llm, "note")
+    twin = copy.copy(spec)
+    assert twin.llm is llm and twin.engine is spec.engine
 
 
 def test_ngram_draft_model_interface(smollm2_path):

@@ -298,7 +298,7 @@ class _Run:
                 raise ValueError(f"max_tokens must be >= 1 (or None to fill the context), got {max_tokens}")
         self.stops = _stop_list(stop)
         self.prompt_tokens = prompt_tokens_for(llm, prompt)
-        if not self.prompt_tokens or (isinstance(prompt, str) and not prompt):
+        if not self.prompt_tokens:   # "" is [BOS] on a model that adds one, as in plain
             raise ValueError("prompt is empty: give at least one token")
         n_ctx = _llama.usable_n_ctx(llm)
         if len(self.prompt_tokens) >= n_ctx:
@@ -442,7 +442,7 @@ class _Run:
                 if sampling is None:
                     targets = accept_greedy(rows, draft.tokens)
                 else:
-                    hist = emitted[-sampling.penalty_last_n:] if sampling.penalty_last_n > 0 else emitted[:]
+                    hist = emitted[-sampling.penalty_last_n:] if sampling.penalty_last_n > 0 else []
                     targets = accept_sampled(rows, draft.tokens, sampling, n_past + 1, hist, draft.draft_probs)
                 m = len(targets) - 1
                 stats.record_pass(draft.name, k, m, t_verify, draft.sources[0] if k else 0, trace=engine.trace)

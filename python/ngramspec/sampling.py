@@ -2,7 +2,8 @@
 
 ``target_distribution`` turns one row of logits into the distribution p that
 llama-cpp-python's sampler chain samples from (logit_bias, then repeat /
-frequency / presence penalties over the last ``penalty_last_n`` tokens, top_k,
+frequency / presence penalties over the last ``penalty_last_n`` tokens (none when
+``penalty_last_n`` <= 0), top_k,
 typical_p, top_p, min_p, temperature), as a sparse (ids, probs) pair.
 
 Randomness is per position: the uniform number used at absolute position t is
@@ -97,9 +98,11 @@ def target_distribution(logits: np.ndarray, params: SamplingParams,
     if params.logit_bias:
         for tok, bias in params.logit_bias.items():
             x[int(tok)] += float(bias)
-    if params.penalty_last_n != 0 and (params.repeat_penalty != 1.0 or params.frequency_penalty != 0.0
-                                       or params.presence_penalty != 0.0):
-        recent = list(history)[-params.penalty_last_n:] if params.penalty_last_n > 0 else list(history)
+    # llama.cpp's penalties sampler takes penalty_last_n <= 0 as "no penalties"
+    # (Llama(last_n_tokens_size=-1) gives plain no penalties at all).
+    if params.penalty_last_n > 0 and (params.repeat_penalty != 1.0 or params.frequency_penalty != 0.0
+                                      or params.presence_penalty != 0.0):
+        recent = list(history)[-params.penalty_last_n:]
         if recent:
             toks, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
             vals = x[toks]

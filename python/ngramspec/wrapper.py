@@ -19,6 +19,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from .engine import SpeculativeEngine, prompt_tokens_for
 from .prediction import prediction_text
 from .sampling import SamplingParams
@@ -35,36 +37,55 @@ def _check_exact(exact: Any) -> None:
 _RANDOM_SEED = 0xFFFFFFFF
 
 
-def _call_seed(llm: Any, seed: int | None) -> int:
-    """The seed of one call, as llama-cpp-python's ``create_completion`` keeps it:
-    a given seed becomes the Llama's seed; without one, the next seed of the
-    Llama's own sequence (``random.Random(llm._seed)``) does. So ``Llama(seed=...)``
-    and ``set_seed`` make sampled text reproducible here as they do there (a fresh
-    OS-random seed per call made them no-ops). A seed of -1 samples from a fresh
-    random seed, as it does there."""
+def _call_seeds(llm: Any, seed: Any) -> tuple[int | None, int]:
+    """(the seed the Llama keeps after this call, the seed this call samples with),
+    as llama-cpp-python's ``create_completion`` has them: a given seed becomes the
+    Llama's seed; without one, the next seed of the Llama's own sequence
+    (``random.Random(llm._seed)``) does. So ``Llama(seed=...)`` and ``set_seed``
+    make sampled text reproducible here as they do there (a fresh OS-random seed per
+    call made them no-ops). A seed of -1 samples from a fresh random seed, as it
+    does there. Nothing is set here: the caller sets the Llama's seed once the
+    request has passed its checks (plain checks the prompt first)."""
+    if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
     if seed is None:
         current = getattr(llm, "_seed", None)
         if current is None:        # not a llama_cpp.Llama: nothing to follow
-            return random.SystemRandom().randrange(2**32)
+            return None, random.SystemRandom().randrange(2**32)
         seed = random.Random(current).randint(0, 2**32)
-    if hasattr(llm, "set_seed"):
-        llm.set_seed(seed)
+    seed = int(seed)
     if seed & 0xFFFFFFFF == _RANDOM_SEED:
         # llama.cpp's sampler takes this seed (-1 as a uint32) to mean "draw one
         # from std::random_device", so plain samples differently on every such call.
-        return random.SystemRandom().randrange(2**32)
-    return seed
+        return seed, random.SystemRandom().randrange(2**32)
+    return seed, seed
 
 
-def _check_logit_bias(logit_bias: Any, n_vocab: int) -> None:
-    for tok, bias in logit_bias.items():
-        if isinstance(tok, bool) or not isinstance(tok, int):
-            raise TypeError(f"logit_bias keys must be token ids (int), got {tok!r}")
+def _logit_bias_map(logit_bias: Any, n_vocab: int) -> dict[int, float]:
+    """``logit_bias`` as llama-cpp-python reads it, ``{int(id): float(bias)}`` (so
+    OpenAI's string ids are fine), with every id in the vocabulary and every bias a
+    number: a bad one is a ValueError / TypeError naming it, not an IndexError."""
+    out: dict[int, float] = {}
+    for key, bias in logit_bias.items():
+        if isinstance(key, (bool, np.bool_)):
+            raise TypeError(f"logit_bias keys must be token ids, got {key!r}")
+        try:
+            tok = int(key)
+        except (TypeError, ValueError):
+            raise TypeError(f"logit_bias keys must be token ids (int, or a str of one), got {key!r}") from None
+        if isinstance(key, float) and key != tok:
+            raise TypeError(f"logit_bias keys must be token ids, got {key!r}")
         if not 0 <= tok < n_vocab:
             raise ValueError(f"logit_bias token id {tok} is out of range: the vocabulary has {n_vocab} tokens "
                              f"(0..{n_vocab - 1})")
-        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or bias != bias:
-            raise ValueError(f"logit_bias[{tok}] must be a number, got {bias!r}")
+        try:
+            value = float(bias)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if value != value:
+            raise ValueError(f"logit_bias[{key!r}] must be a number, got {bias!r}")
+        out[tok] = value
+    return out
 
 
 def _usage(n_prompt: int, gen: Any) -> dict[str, Any]:
@@ -73,6 +94,11 @@ def _usage(n_prompt: int, gen: Any) -> dict[str, Any]:
     if gen.prediction_usage is not None:
         usage["completion_tokens_details"] = dict(gen.prediction_usage)
     return usage
+
+
+#: What a SpeculativeLlama itself holds; every other attribute set on it goes to
+#: its Llama when the Llama has one of that name.
+_WRAPPER_ATTRS = frozenset({"llm", "engine", "last_speculative"})
 
 
 class SpeculativeLlama:
@@ -93,7 +119,20 @@ class SpeculativeLlama:
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names this class lacks: tokenize, metadata, chat_format...
+        # Not before __init__ has set llm (copy.copy probes a bare instance): that
+        # would recurse.
+        if name == "llm":
+            raise AttributeError(name)
         return getattr(self.llm, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Settings read from the Llama (chat_format, chat_handler, verbose...) are
+        # set there, as on a plain Llama; a copy on the wrapper would be ignored.
+        own = name in _WRAPPER_ATTRS or name in self.__dict__ or hasattr(type(self), name)
+        if own or not hasattr(self.llm, name):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.llm, name, value)
 
     # ------------------------------------------------------------------
     def create_completion(
@@ -152,8 +191,8 @@ class SpeculativeLlama:
                 f"ngramspec does not support {', '.join(bad)} in {'greedy' if greedy else 'sampled'} speculative "
                 "decoding; call the wrapped Llama (.llm) directly for such requests")
         if logit_bias:
-            _check_logit_bias(logit_bias, self.llm.n_vocab())
-        call_seed = _call_seed(self.llm, seed)
+            logit_bias = _logit_bias_map(logit_bias, self.llm.n_vocab())
+        llm_seed, call_seed = _call_seeds(self.llm, seed)
         sampling = None
         if not greedy:
             if temperature < 0:
@@ -164,7 +203,7 @@ class SpeculativeLlama:
                 temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p,
                 repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
                 presence_penalty=presence_penalty, penalty_last_n=self.llm.last_n_tokens_size,
-                logit_bias=dict(logit_bias) if logit_bias else None,
+                logit_bias=logit_bias or None,
                 seed=call_seed)
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         limit = None if max_tokens is None or max_tokens <= 0 else max_tokens
@@ -176,6 +215,8 @@ class SpeculativeLlama:
                 prompt_tokens_for(self.llm, prompt)).decode("utf-8", errors="ignore")
         run = self.engine.stream(prompt, max_tokens=limit, stop=stops, stopping_criteria=stopping_criteria,
                                  sampling=sampling, exact=exact, prediction=prediction)
+        if llm_seed is not None and hasattr(self.llm, "set_seed"):
+            self.llm.set_seed(llm_seed)
         if stream:
             return self._stream_chunks(run, head, prefix)
         gen = run.run_to_end()
@@ -193,7 +234,8 @@ class SpeculativeLlama:
     def _stream_chunks(self, run: Any, head: dict[str, Any], prefix: str) -> Iterator[dict[str, Any]]:
         """One chunk per verify pass: the text that can no longer change (no split
         UTF-8 character, nothing that may still turn out to start a stop string).
-        The last chunk carries the finish reason, the usage and the stats."""
+        The last chunk, with no text as plain's, carries the finish reason, the
+        usage and the stats."""
         def chunk(text: str, finish: str | None) -> dict[str, Any]:
             return {**head, "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
 
@@ -207,7 +249,13 @@ class SpeculativeLlama:
                 sent = end
         gen = run.result
         self.last_speculative = {"used": True, **gen.stats.to_dict()}
-        last = chunk(run.text.slice(sent).decode("utf-8", errors="ignore"), gen.finish_reason)
+        rest = run.text.slice(sent).decode("utf-8", errors="ignore")
+        if rest:
+            # Its own chunk, as plain's stream ends with an empty finishing chunk: the
+            # chat handler turns a chunk with a finish_reason into an empty delta, so
+            # text held back for a possible stop string was lost from chat streams.
+            yield chunk(rest, None)
+        last = chunk("", gen.finish_reason)
         last["usage"] = _usage(len(run.prompt_tokens), gen)
         last["speculative"] = self.last_speculative
         yield last

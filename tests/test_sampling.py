@@ -85,7 +85,7 @@ def test_penalty_last_n_zero_or_negative_means_no_penalties(last_n):
     # llama.cpp's penalties sampler clamps penalty_last_n to >= 0 and skips at 0, so
     # Llama(last_n_tokens_size=-1) samples with no penalties; we penalised the whole history.
     logits = np.log(np.array([0.05, 0.1, 0.2, 0.3, 0.35]))
-    wide = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+    wide: dict[str, Any] = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
     free = target_distribution(logits, SamplingParams(**wide), history=[4, 4])
     off = target_distribution(logits, SamplingParams(**wide, repeat_penalty=3.0, frequency_penalty=1.0,
                                                      presence_penalty=1.0, penalty_last_n=last_n), history=[4, 4])

@@ -257,7 +257,17 @@ BAD = {
     "typical_p 0": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "temperature": 0.8, "typical_p": 0}),
     "typical_p above 1, chat": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "typical_p": 1.5}),
     "several prompts": ("/v1/completions", {"prompt": ["a", "b"], "max_tokens": 4}),
+    "n 0": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "n": 0}),
+    "detokenize an id past the vocabulary": ("/extras/detokenize", {"tokens": [99999999]}),
+    "detokenize a negative id": ("/extras/detokenize", {"tokens": [5, -1]}),
+    "min_tokens": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "min_tokens": 3}),
+    "response_format json_object": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4,
+                                                             "response_format": {"type": "json_object"}}),
 }
+#: The field a refusal must name: the one the client sent (the server had turned
+#: min_tokens into a logits_processor, response_format into a grammar, and named those).
+BAD_PARAM = {"min_tokens": "min_tokens", "response_format json_object": "response_format", "n 0": "n",
+             "detokenize an id past the vocabulary": "tokens", "detokenize a negative id": "tokens"}
 
 
 @pytest.mark.parametrize("case", list(BAD))
@@ -272,6 +282,22 @@ def test_bad_request_is_4xx(server, case):
         assert r.status_code == 404 and err["code"] == "model_not_found"
     if "longer than the context" in case:
         assert err["code"] == "context_length_exceeded"
+    if case in BAD_PARAM:
+        assert err["param"] == BAD_PARAM[case] and BAD_PARAM[case] in err["message"], err
+    if "detokenize" in case:   # llama.cpp aborted the whole process on such an id
+        assert httpx.get(server.base + "/health", timeout=10).status_code == 200
+        ok = server.post("/extras/detokenize", json.dumps({"tokens": [5]}))
+        assert ok.status_code == 200 and isinstance(ok.json()["text"], str)
+
+
+def test_sampled_logit_bias_with_openai_string_ids(server):
+    # JSON keys are strings: the wrapper refused them, so every sampled request with
+    # a logit_bias got a 400; llama-cpp-python's server reads them with int().
+    for path, extra in (("/v1/completions", {"prompt": "Once upon a time"}), ("/v1/chat/completions",
+                                                                             {"messages": CHAT})):
+        r = server.post(path, json.dumps({**extra, "max_tokens": 4, "temperature": 0.7, "seed": 1,
+                                          "logit_bias": {"5": 10}}))
+        assert r.status_code == 200, r.text
 
 
 def test_typical_p_reaches_the_sampler(server):

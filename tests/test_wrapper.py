@@ -1,6 +1,8 @@
 """SpeculativeLlama: drop-in shapes and text, streaming, chat, delegation, refusals."""
 from __future__ import annotations
 
+from typing import Any
+
 import llama_cpp
 import numpy as np
 import pytest
@@ -229,8 +231,9 @@ def test_a_refused_call_leaves_the_llamas_seed_alone(smollm2_path, invariance):
                 with pytest.raises(ValueError, match="exceed context window"):
                     spec("word " * 400, max_tokens=5, temperature=0.9)
                 with pytest.raises(TypeError, match="seed must be an int"):
-                    spec("Once", max_tokens=5, temperature=0.9, seed=1.5)
-            return llm("Once upon a time", max_tokens=12, temperature=0.9)["choices"][0]["text"]
+                    spec("Once", max_tokens=5, temperature=0.9, seed=1.5)  # type: ignore[arg-type]
+            out: Any = llm("Once upon a time", max_tokens=12, temperature=0.9)
+            return str(out["choices"][0]["text"])
         finally:
             llm.close()
 
@@ -240,11 +243,11 @@ def test_a_refused_call_leaves_the_llamas_seed_alone(smollm2_path, invariance):
 def test_empty_prompt_on_a_bos_model_generates_from_bos(smollm2_path, invariance):
     # Plain generates from [BOS]; ours refused "prompt is empty". Plain counts the BOS
     # as a completion token, so its text is one token shorter (README's quirks).
-    kv = {"tokenizer.ggml.add_bos_token": True}
+    kv: dict[str, bool | int | float | str] = {"tokenizer.ggml.add_bos_token": True}
     a = llama_cpp.Llama(smollm2_path, n_ctx=256, n_threads=1, verbose=False, kv_overrides=kv)
     b = llama_cpp.Llama(smollm2_path, n_ctx=256, n_threads=1, verbose=False, kv_overrides=kv)
     try:
-        ref = a("", max_tokens=8, temperature=0)
+        ref: Any = a("", max_tokens=8, temperature=0)
         got = ngramspec.wrap(b, invariance=invariance)("", max_tokens=8, temperature=0)
         assert got["usage"]["prompt_tokens"] == ref["usage"]["prompt_tokens"] == 1
         assert got["usage"]["completion_tokens"] == 8
@@ -294,6 +297,16 @@ def test_abandoned_stream_is_safe_after_the_llama_is_closed(smollm2_path, invari
 def test_attributes_pass_through(llm, spec):
     assert spec.tokenize(b"hello") == llm.tokenize(b"hello")
     assert spec.n_ctx() == llm.n_ctx()
+
+
+@pytest.mark.parametrize("ids", [[10**8], [-1], [5, 2**40]])
+def test_detokenize_checks_ids_instead_of_aborting(spec, ids):
+    # Llama.detokenize([10**8]) ends the process (std::out_of_range in llama.cpp).
+    with pytest.raises(ValueError, match="out of range"):
+        spec.detokenize(ids)
+    with pytest.raises(ValueError, match="out of range"):
+        spec.detokenize([5], prev_tokens=ids)
+    assert spec.detokenize([5, 6]) == spec.llm.detokenize([5, 6])
 
 
 def test_attributes_set_on_the_wrapper_reach_the_llama(llm, spec):

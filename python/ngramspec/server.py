@@ -64,7 +64,12 @@ from llama_cpp.server import app as llama_app
 from llama_cpp.server.cli import _parse_bool_arg, add_args_from_model, parse_model_from_args
 from llama_cpp.server.errors import RouteErrorHandler
 from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
-from llama_cpp.server.types import CreateChatCompletionRequest, CreateCompletionRequest
+from llama_cpp.server.types import (
+    CreateChatCompletionRequest,
+    CreateCompletionRequest,
+    DetokenizeInputRequest,
+    DetokenizeInputResponse,
+)
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
@@ -168,6 +173,11 @@ def _as_client_error(exc: BaseException, body: Any = None) -> BaseException:
     if isinstance(exc, ClientError):
         return exc
     if isinstance(exc, NotImplementedError):
+        sent = _fields_behind(str(exc), body)
+        if sent:
+            return ClientError(400, f"{', '.join(sent)}: not supported (llama-cpp-python's server turns "
+                                    f"{'it' if len(sent) == 1 else 'them'} into what the wrapper refuses: {exc})",
+                               param=sent[0], code="unsupported_parameter")
         return ClientError(400, str(exc), code="unsupported_parameter")
     if isinstance(exc, (ValueError, TypeError)):
         for pattern, formatter in RouteErrorHandler.pattern_and_formatters.items():
@@ -177,6 +187,28 @@ def _as_client_error(exc: BaseException, body: Any = None) -> BaseException:
                 return ClientError(status, **err)
         return ClientError(400, str(exc))
     return exc
+
+
+def _fields_behind(message: str, body: Any) -> List[str]:
+    """The request fields behind a refusal that names what the wrapper was given:
+    llama-cpp-python's server turns min_tokens into a logits_processor, and a JSON
+    response_format, a forced tool_choice or function_call into a grammar."""
+    if body is None:
+        return []
+    sent = []
+    if "logits_processor" in message and getattr(body, "min_tokens", None):
+        sent.append("min_tokens")
+    if "grammar" in message:
+        if getattr(body, "grammar", None):
+            sent.append("grammar")
+        fmt = getattr(body, "response_format", None)
+        kind = fmt.get("type") if isinstance(fmt, dict) else getattr(fmt, "type", None)
+        if fmt is not None and kind != "text":
+            sent.append("response_format")
+        for name in ("tool_choice", "function_call"):
+            if getattr(body, name, None) not in (None, "auto", "none"):
+                sent.append(name)
+    return sent
 
 
 def _validation_error(exc: Any) -> ClientError:
@@ -293,7 +325,7 @@ class _State:
 
 def _kwargs(body: Any, chat: bool, state: _State) -> Dict[str, Any]:
     """The request as keyword arguments of the wrapper's create_(chat_)completion."""
-    if (body.n or 1) != 1 or (getattr(body, "best_of", 1) or 1) != 1:
+    if body.n not in (None, 1) or getattr(body, "best_of", None) not in (None, 1):
         raise ClientError(400, "n and best_of must be 1: this server returns one choice per request",
                           param="n", code="unsupported_parameter")
     if not chat and isinstance(body.prompt, list):
@@ -477,6 +509,10 @@ async def _answer(request: Any, body: Any, chat: bool) -> Any:
         state.leave()
 
 
+#: The model for a route, as llama-cpp-python's routes get it (its locks included).
+_PROXY = Depends(llama_app.get_llama_proxy)
+
+
 def _router() -> Any:
     router = APIRouter(route_class=_route_class())
     auth = [Depends(llama_app.authenticate)]
@@ -491,6 +527,19 @@ def _router() -> Any:
     async def create_chat_completion(request: Request, body: ChatCompletionRequest) -> Any:
         return await _answer(request, body, chat=True)
 
+    @router.post("/extras/detokenize", summary="Detokenize", dependencies=auth, tags=[llama_app.extras_tag])
+    async def detokenize(body: DetokenizeInputRequest,
+                         proxy: Any = _PROXY) -> DetokenizeInputResponse:
+        # llama-cpp-python's route passes the ids to llama.cpp unchecked: an id
+        # outside the vocabulary aborted the whole server (std::out_of_range).
+        llama = proxy(body.model)
+        n_vocab = llama.n_vocab()
+        bad = [t for t in body.tokens if not 0 <= t < n_vocab]
+        if bad:
+            raise ClientError(400, f"token id {bad[0]} is out of range: the vocabulary has {n_vocab} tokens "
+                                   f"(0..{n_vocab - 1})", param="tokens", code="invalid_token")
+        return DetokenizeInputResponse(text=llama.detokenize(body.tokens).decode("utf-8", errors="replace"))
+
     @router.get("/health", summary="Health", tags=["Extras"])
     async def health(request: Request) -> Any:
         state: _State = request.app.state.ngramspec
@@ -501,7 +550,8 @@ def _router() -> Any:
     return router
 
 
-_REPLACED = {"/v1/completions", "/v1/engines/copilot-codex/completions", "/v1/chat/completions"}
+_REPLACED = {"/v1/completions", "/v1/engines/copilot-codex/completions", "/v1/chat/completions",
+             "/extras/detokenize"}
 
 
 def _reroute(router: APIRouter) -> None:

@@ -134,6 +134,17 @@ class SpeculativeLlama:
         else:
             setattr(self.llm, name, value)
 
+    def detokenize(self, tokens: Any, prev_tokens: Any = None, special: bool = False) -> bytes:
+        """``Llama.detokenize``, with the ids checked first: llama.cpp aborts the
+        whole process (std::out_of_range) on an id outside the vocabulary."""
+        n_vocab = self.llm.n_vocab()
+        for ids in (tokens, prev_tokens or ()):
+            bad = [t for t in ids if not 0 <= t < n_vocab]
+            if bad:
+                raise ValueError(f"token id {bad[0]} is out of range: the vocabulary has {n_vocab} tokens "
+                                 f"(0..{n_vocab - 1})")
+        return bytes(self.llm.detokenize(tokens, prev_tokens=prev_tokens, special=special))
+
     # ------------------------------------------------------------------
     def create_completion(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import llama_cpp
+import llama_cpp.llama_tokenizer
 import numpy as np
 import pytest
 
@@ -255,6 +256,39 @@ def test_empty_prompt_on_a_bos_model_generates_from_bos(smollm2_path, invariance
     finally:
         a.close()
         b.close()
+
+
+class _HFLikeTokenizer(llama_cpp.llama_tokenizer.LlamaTokenizer):
+    """Decodes as Hugging Face's SentencePiece tokenizers do (LlamaHFTokenizer): the
+    decoded text's leading space goes, so a token's bytes depend on what precedes it."""
+
+    def _decode(self, tokens: list[int], special: bool) -> str:
+        text = self._model.detokenize(tokens, special=special).decode("utf-8", errors="ignore")
+        return text[1:] if text.startswith(" ") else text
+
+    def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False) -> bytes:
+        if prev_tokens is not None:
+            return self._decode(prev_tokens + tokens, special)[len(self._decode(prev_tokens, special)):].encode()
+        return self._decode(tokens, special).encode()
+
+
+def test_a_tokenizer_that_renders_by_context_gives_plains_text(smollm2_path, invariance):
+    # Each token was rendered alone and memoised: "return max(fib" came out as
+    # "returnmax(fib" with a tokenizer whose pieces depend on the context.
+    texts = []
+    for wrapped in (False, True):
+        llm = llama_cpp.Llama(smollm2_path, n_ctx=256, n_threads=1, verbose=False)
+        try:
+            llm.tokenizer_ = _HFLikeTokenizer(llm)
+            f: Any = ngramspec.wrap(llm, invariance=invariance) if wrapped else llm
+            texts.append(f("def fibonacci(n):", max_tokens=24, temperature=0)["choices"][0]["text"])
+            if wrapped:
+                streamed = "".join(c["choices"][0]["text"] for c in f("def fibonacci(n):", max_tokens=24,
+                                                                        temperature=0, stream=True))
+                assert streamed == texts[-1]
+        finally:
+            llm.close()
+    assert " " in texts[0] and texts[1] == texts[0]
 
 
 def test_generate_yields_plain_greedy_tokens(llm, spec):

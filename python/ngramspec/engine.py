@@ -401,7 +401,8 @@ class _Run:
                 p.set_sampling(sampling)
         batch, n_ctx = engine._batch, _llama.usable_n_ctx(llm)
         decoder = _llama.Decoder(llm)
-        self.text, self.finish, self.eog = OutputText(llm, self.stops, engine._pieces), "length", None
+        self.text, self.finish, self.eog = OutputText(llm, self.stops, engine._pieces,
+                                                          self.prompt_tokens), "length", None
         emitted = self.emitted
 
         t0 = time.perf_counter()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["OutputText", "utf8_complete_prefix"]
+__all__ = ["OutputText", "renders_alone", "utf8_complete_prefix"]
 
 # (bytes in the character, lead-byte pattern), as llama-cpp-python checks them.
 _LEADS = ((2, 192), (3, 224), (4, 240))
@@ -39,6 +39,16 @@ def _incomplete_tail(data: bytes | bytearray, end: int) -> int:
     return 0
 
 
+def renders_alone(llm: Any) -> bool:
+    """Whether each token of ``llm`` renders to the same bytes wherever it stands:
+    true of llama.cpp's own tokenizer (llama-cpp-python's ``LlamaTokenizer``, the
+    default), not assumed of any other (a subclass, ``LlamaHFTokenizer``)."""
+    from llama_cpp.llama_tokenizer import LlamaTokenizer
+
+    tokenizer = getattr(llm, "tokenizer_", None)
+    return tokenizer is None or type(tokenizer) is LlamaTokenizer
+
+
 class OutputText:
     """llm: the Llama whose tokenizer renders tokens. stops: stop strings (an empty
     one stops at once after the first whole token, with no text: what plain
@@ -46,9 +56,14 @@ class OutputText:
     of one Llama (its tokenizer renders a token the same way every time, and a
     dict lookup costs a fraction of a detokenize call through llama-cpp-python)."""
 
-    def __init__(self, llm: Any, stops: Sequence[str], pieces: dict[int, bytes] | None = None) -> None:
+    def __init__(self, llm: Any, stops: Sequence[str], pieces: dict[int, bytes] | None = None,
+                 prompt: Sequence[int] = ()) -> None:
         self._detokenize = llm.detokenize
         self._pieces: dict[int, bytes] = {} if pieces is None else pieces
+        # A tokenizer other than llama.cpp's own (Llama(tokenizer=LlamaHFTokenizer...))
+        # may render a token differently by what precedes it, and plain detokenizes
+        # with the prompt and output as context: so do we, token by token, unmemoised.
+        self._context: list[int] | None = None if renders_alone(llm) else [int(t) for t in prompt]
         self.stops = [s.encode("utf-8") for s in stops]
         self._longest = max((len(s) for s in self.stops), default=0)
         self._buf = bytearray()      # the text so far (cut before a stop once one is found)
@@ -75,10 +90,16 @@ class OutputText:
         buf = self._buf
         if self._first:
             self._first = False
-            self._drop_leading_space = token == self._bos
-        piece = self._pieces.get(token)
-        if piece is None:
-            piece = self._pieces[token] = bytes(self._detokenize([token]))
+            # (llama.cpp's tokenizer's habit; another tokenizer, given the context, has its own)
+            self._drop_leading_space = token == self._bos and self._context is None
+        if self._context is not None:
+            piece = bytes(self._detokenize([token], prev_tokens=self._context))
+            self._context.append(token)
+        else:
+            memo = self._pieces.get(token)
+            if memo is None:
+                memo = self._pieces[token] = bytes(self._detokenize([token]))
+            piece = memo
         if self._drop_leading_space and piece and not buf:
             self._drop_leading_space = False   # only ever the text's first byte
             if piece[:1] == b" ":

@@ -115,6 +115,7 @@ def test_bench_quick_writes_a_well_formed_report(tmp_path: Path):
     # No abbreviations: a prefix of an option is an error, not that option.
     (["generate", "x", "--max-tok", "3"], "unrecognized arguments: --max-tok"),
     (["bench", "--serv"], "unrecognized arguments: --serv"),
+    (["serve", "--model", "smollm2-135m", "--port", "99999"], "--port must be in 0..65535"),
 ])
 def test_bad_arguments_get_one_clear_line(args, needle):
     p = run(*args, timeout=120)

@@ -749,6 +749,8 @@ def settings_from_args(args: argparse.Namespace) -> Tuple[Any, Any, ServeOptions
         if callable(errors):
             raise UserError("; ".join(f"--{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in errors())) from None
         raise UserError(str(e)) from None
+    if not 0 <= server_settings.port <= 65535:   # uvicorn would bind some other port and say it had this one
+        raise UserError(f"--port must be in 0..65535, got {server_settings.port}")
     if args.memory is not None:
         from .memory import Memory, check_save_path
 

@@ -290,6 +290,21 @@ def test_bad_request_is_4xx(server, case):
         assert ok.status_code == 200 and isinstance(ok.json()["text"], str)
 
 
+@pytest.mark.parametrize("extra, named", [
+    ({"response_format": {"type": "json_object"}, "tool_choice": "required"}, ["response_format"]),
+    ({"tool_choice": {"type": "function", "function": {"name": "f"}}}, ["tool_choice"]),
+    ({"function_call": {"name": "f"}}, ["function_call"]),
+    ({"function_call": "auto", "tool_choice": "none"}, []),
+])
+def test_a_refusal_names_only_the_fields_that_make_a_grammar(extra, named):
+    # llama-cpp-python makes a grammar of a JSON response_format and of a named tool
+    # or function; "required" / "auto" / "none" make none.
+    from ngramspec.server import ChatCompletionRequest, _fields_behind
+
+    body = ChatCompletionRequest(messages=CHAT, **extra)  # type: ignore[arg-type]
+    assert _fields_behind("ngramspec does not support grammar in greedy speculative decoding", body) == named
+
+
 def test_sampled_logit_bias_with_openai_string_ids(server):
     # JSON keys are strings: the wrapper refused them, so every sampled request with
     # a logit_bias got a 400; llama-cpp-python's server reads them with int().

@@ -253,42 +253,55 @@ def test_empty_prompt_on_a_bos_model_generates_from_bos(smollm2_path, invariance
         assert got["usage"]["prompt_tokens"] == ref["usage"]["prompt_tokens"] == 1
         assert got["usage"]["completion_tokens"] == 8
         assert ref["choices"][0]["text"] and got["choices"][0]["text"].startswith(ref["choices"][0]["text"])
+        # Plain's completion starts with its BOS, so its text drops a leading space.
+        the = a.tokenize(b" The", add_bos=False)[0]
+        kw: Any = {"max_tokens": 3, "temperature": 0.8, "seed": 1, "logit_bias": {the: 100.0}}
+        ref = a("", **kw)
+        got = ngramspec.wrap(b, invariance=invariance)("", **kw)
+        assert ref["choices"][0]["text"] == "The The"
+        assert got["choices"][0]["text"] == "The The The"
     finally:
         a.close()
         b.close()
 
 
-class _HFLikeTokenizer(llama_cpp.llama_tokenizer.LlamaTokenizer):
-    """Decodes as Hugging Face's SentencePiece tokenizers do (LlamaHFTokenizer): the
-    decoded text's leading space goes, so a token's bytes depend on what precedes it."""
+class _HFLikeDecoder:
+    """What LlamaHFTokenizer calls, decoding as Hugging Face's SentencePiece
+    tokenizers do: bytes to text with U+FFFD for an incomplete character, and the
+    text's leading space dropped. So a token's bytes depend on what precedes it."""
 
-    def _decode(self, tokens: list[int], special: bool) -> str:
-        text = self._model.detokenize(tokens, special=special).decode("utf-8", errors="ignore")
+    def __init__(self, llm: llama_cpp.Llama) -> None:
+        self.model = llm._model
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        text = self.model.detokenize(list(ids), special=not skip_special_tokens).decode("utf-8", errors="replace")
         return text[1:] if text.startswith(" ") else text
 
-    def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False) -> bytes:
-        if prev_tokens is not None:
-            return self._decode(prev_tokens + tokens, special)[len(self._decode(prev_tokens, special)):].encode()
-        return self._decode(tokens, special).encode()
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self.model.tokenize(text.encode(), add_bos=False, special=True)
 
 
-def test_a_tokenizer_that_renders_by_context_gives_plains_text(smollm2_path, invariance):
+@pytest.mark.parametrize("prompt", ["def fibonacci(n):", UNICODE])
+def test_a_tokenizer_that_renders_by_context_gives_plains_text(smollm2_path, invariance, prompt):
     # Each token was rendered alone and memoised: "return max(fib" came out as
-    # "returnmax(fib" with a tokenizer whose pieces depend on the context.
+    # "returnmax(fib"; then, rendered against the tokens before it, a character split
+    # across tokens came out as U+FFFD.
+    from llama_cpp.llama_tokenizer import LlamaHFTokenizer
+
     texts = []
     for wrapped in (False, True):
         llm = llama_cpp.Llama(smollm2_path, n_ctx=256, n_threads=1, verbose=False)
         try:
-            llm.tokenizer_ = _HFLikeTokenizer(llm)
+            llm.tokenizer_ = LlamaHFTokenizer(_HFLikeDecoder(llm))
             f: Any = ngramspec.wrap(llm, invariance=invariance) if wrapped else llm
-            texts.append(f("def fibonacci(n):", max_tokens=24, temperature=0)["choices"][0]["text"])
+            texts.append(f(prompt, max_tokens=24, temperature=0, stop=["bird"])["choices"][0]["text"])
             if wrapped:
-                streamed = "".join(c["choices"][0]["text"] for c in f("def fibonacci(n):", max_tokens=24,
-                                                                        temperature=0, stream=True))
+                streamed = "".join(c["choices"][0]["text"] for c in f(prompt, max_tokens=24, temperature=0,
+                                                                        stop=["bird"], stream=True))
                 assert streamed == texts[-1]
         finally:
             llm.close()
-    assert " " in texts[0] and texts[1] == texts[0]
+    assert " " in texts[0] and "\ufffd" not in texts[0] and texts[1] == texts[0]
 
 
 def test_generate_yields_plain_greedy_tokens(llm, spec):
@@ -341,6 +354,8 @@ def test_detokenize_checks_ids_instead_of_aborting(spec, ids):
     with pytest.raises(ValueError, match="out of range"):
         spec.detokenize([5], prev_tokens=ids)
     assert spec.detokenize([5, 6]) == spec.llm.detokenize([5, 6])
+    prev = np.array([7, 8], dtype=np.intc)   # plain takes a numpy context too
+    assert spec.detokenize([5, 6], prev_tokens=prev) == spec.llm.detokenize([5, 6], prev_tokens=prev)
 
 
 def test_attributes_set_on_the_wrapper_reach_the_llama(llm, spec):
@@ -364,6 +379,13 @@ def test_attributes_set_on_the_wrapper_reach_the_llama(llm, spec):
     assert vars(spec)["note"] == "mine" and not hasattr(llm, "note")
     twin = copy.copy(spec)
     assert twin.llm is llm and twin.engine is spec.engine
+    from unittest import mock
+
+    with mock.patch.object(spec, "chat_format", "alpaca"):
+        assert llm.chat_format == "alpaca"
+    assert llm.chat_format == saved and "chat_format" not in vars(spec)
+    del spec.note
+    assert not hasattr(spec, "note")
 
 
 def test_ngram_draft_model_interface(smollm2_path):

@@ -300,6 +300,8 @@ class _Run:
         self.prompt_tokens = prompt_tokens_for(llm, prompt)
         if not self.prompt_tokens:   # "" is [BOS] on a model that adds one, as in plain
             raise ValueError("prompt is empty: give at least one token")
+        # Plain's completion then starts with that BOS too, so its text loses a leading space.
+        self.empty_prompt = isinstance(prompt, str) and not prompt
         n_ctx = _llama.usable_n_ctx(llm)
         if len(self.prompt_tokens) >= n_ctx:
             raise ValueError(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {n_ctx}")
@@ -401,8 +403,8 @@ class _Run:
                 p.set_sampling(sampling)
         batch, n_ctx = engine._batch, _llama.usable_n_ctx(llm)
         decoder = _llama.Decoder(llm)
-        self.text, self.finish, self.eog = OutputText(llm, self.stops, engine._pieces,
-                                                          self.prompt_tokens), "length", None
+        self.text, self.finish, self.eog = OutputText(llm, self.stops, engine._pieces, self.prompt_tokens,
+                                                          after_bos=self.empty_prompt), "length", None
         emitted = self.emitted
 
         t0 = time.perf_counter()

@@ -20,6 +20,8 @@ from typing import Any
 
 __all__ = ["OutputText", "renders_alone", "utf8_complete_prefix"]
 
+_REPLACEMENT = "\ufffd".encode()
+
 # (bytes in the character, lead-byte pattern), as llama-cpp-python checks them.
 _LEADS = ((2, 192), (3, 224), (4, 240))
 
@@ -57,13 +59,16 @@ class OutputText:
     dict lookup costs a fraction of a detokenize call through llama-cpp-python)."""
 
     def __init__(self, llm: Any, stops: Sequence[str], pieces: dict[int, bytes] | None = None,
-                 prompt: Sequence[int] = ()) -> None:
+                 prompt: Sequence[int] = (), *, after_bos: bool = False) -> None:
         self._detokenize = llm.detokenize
         self._pieces: dict[int, bytes] = {} if pieces is None else pieces
         # A tokenizer other than llama.cpp's own (Llama(tokenizer=LlamaHFTokenizer...))
-        # may render a token differently by what precedes it, and plain detokenizes
-        # with the prompt and output as context: so do we, token by token, unmemoised.
+        # may render a token differently by what precedes it, and plain detokenizes the
+        # whole completion with the prompt as context: so do we, after every token
+        # (plain's cost), keeping the bytes that are new.
         self._context: list[int] | None = None if renders_alone(llm) else [int(t) for t in prompt]
+        self._output: list[int] = []   # the tokens so far, in that mode
+        self._rendered = 0             # bytes of their rendering already in the text, in that mode
         self.stops = [s.encode("utf-8") for s in stops]
         self._longest = max((len(s) for s in self.stops), default=0)
         self._buf = bytearray()      # the text so far (cut before a stop once one is found)
@@ -76,8 +81,9 @@ class OutputText:
         # llama-cpp-python's detokenize drops the text's first byte when it is a space
         # and the tokens start with BOS (a Llama-1 habit it undoes), and plain decoding
         # detokenizes the completion from its first token: so when the model's first
-        # token is BOS, the text's leading space goes.
-        self._drop_leading_space = False
+        # token is BOS, the text's leading space goes. ``after_bos``: plain's completion
+        # starts with a BOS of its own (it does for an empty prompt).
+        self._drop_leading_space = after_bos and self._context is None
 
     @property
     def data(self) -> bytes:
@@ -91,10 +97,16 @@ class OutputText:
         if self._first:
             self._first = False
             # (llama.cpp's tokenizer's habit; another tokenizer, given the context, has its own)
-            self._drop_leading_space = token == self._bos and self._context is None
+            self._drop_leading_space |= token == self._bos and self._context is None
         if self._context is not None:
-            piece = bytes(self._detokenize([token], prev_tokens=self._context))
-            self._context.append(token)
+            self._output.append(token)
+            whole = bytes(self._detokenize(self._output, prev_tokens=self._context))
+            # Such a tokenizer decodes a character split across tokens as U+FFFD until
+            # its last byte arrives: wait for it rather than keep the stand-in.
+            while whole.endswith(_REPLACEMENT):
+                whole = whole[: -len(_REPLACEMENT)]
+            piece = whole[self._rendered:]
+            self._rendered = max(self._rendered, len(whole))
         else:
             memo = self._pieces.get(token)
             if memo is None:

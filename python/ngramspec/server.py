@@ -205,8 +205,8 @@ def _fields_behind(message: str, body: Any) -> List[str]:
         kind = fmt.get("type") if isinstance(fmt, dict) else getattr(fmt, "type", None)
         if fmt is not None and kind != "text":
             sent.append("response_format")
-        for name in ("tool_choice", "function_call"):
-            if getattr(body, name, None) not in (None, "auto", "none"):
+        for name in ("tool_choice", "function_call"):   # a named tool or function: a grammar for it
+            if isinstance(getattr(body, name, None), dict):
                 sent.append(name)
     return sent
 

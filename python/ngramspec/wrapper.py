@@ -98,7 +98,7 @@ def _usage(n_prompt: int, gen: Any) -> dict[str, Any]:
 
 #: What a SpeculativeLlama itself holds; every other attribute set on it goes to
 #: its Llama when the Llama has one of that name.
-_WRAPPER_ATTRS = frozenset({"llm", "engine", "last_speculative"})
+_WRAPPER_ATTRS = frozenset({"llm", "engine", "last_speculative", "_forwarded"})
 
 
 class SpeculativeLlama:
@@ -113,6 +113,7 @@ class SpeculativeLlama:
     concurrent user its own Llama (and wrapper)."""
 
     def __init__(self, llm: Any, **options: Any) -> None:
+        self._forwarded: set[str] = set()   # names set on the Llama through the wrapper
         self.llm = llm
         self.engine = SpeculativeEngine(llm, **options)
         self.last_speculative: dict[str, Any] = {}  # the stats of the latest request
@@ -121,24 +122,39 @@ class SpeculativeLlama:
         # Only reached for names this class lacks: tokenize, metadata, chat_format...
         # Not before __init__ has set llm (copy.copy probes a bare instance): that
         # would recurse.
-        if name == "llm":
+        if name in ("llm", "_forwarded"):
             raise AttributeError(name)
         return getattr(self.llm, name)
+
+    def _owns(self, name: str) -> bool:
+        if name in _WRAPPER_ATTRS or name in self.__dict__ or hasattr(type(self), name):
+            return True
+        return name not in self._forwarded and not hasattr(self.llm, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Settings read from the Llama (chat_format, chat_handler, verbose...) are
         # set there, as on a plain Llama; a copy on the wrapper would be ignored.
-        own = name in _WRAPPER_ATTRS or name in self.__dict__ or hasattr(type(self), name)
-        if own or not hasattr(self.llm, name):
+        if self._owns(name):
             object.__setattr__(self, name, value)
         else:
+            self._forwarded.add(name)
             setattr(self.llm, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        # The same rule as setting. A name once forwarded stays forwarded after it is
+        # deleted, so mock.patch.object (set, delete, then set the original back
+        # when the name is gone) restores it on the Llama.
+        if self._owns(name):
+            object.__delattr__(self, name)
+        else:
+            self._forwarded.add(name)
+            delattr(self.llm, name)
 
     def detokenize(self, tokens: Any, prev_tokens: Any = None, special: bool = False) -> bytes:
         """``Llama.detokenize``, with the ids checked first: llama.cpp aborts the
         whole process (std::out_of_range) on an id outside the vocabulary."""
         n_vocab = self.llm.n_vocab()
-        for ids in (tokens, prev_tokens or ()):
+        for ids in (tokens, () if prev_tokens is None else prev_tokens):
             bad = [t for t in ids if not 0 <= t < n_vocab]
             if bad:
                 raise ValueError(f"token id {bad[0]} is out of range: the vocabulary has {n_vocab} tokens "

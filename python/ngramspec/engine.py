@@ -445,7 +445,7 @@ class _Run:
                 if sampling is None:
                     targets = accept_greedy(rows, draft.tokens)
                 else:
-                    hist = emitted[-sampling.penalty_last_n:] if sampling.penalty_last_n > 0 else []
+                    hist = emitted[-sampling.penalty_last_n:] if sampling.penalizes else []
                     targets = accept_sampled(rows, draft.tokens, sampling, n_past + 1, hist, draft.draft_probs)
                 m = len(targets) - 1
                 stats.record_pass(draft.name, k, m, t_verify, draft.sources[0] if k else 0, trace=engine.trace)

@@ -449,8 +449,7 @@ class DraftModelProposer:
         if params is not None:
             q = []
             # Penalties see the generated tokens only, as the target's do.
-            penalties = params.penalty_last_n > 0 and (params.repeat_penalty != 1.0 or params.frequency_penalty != 0.0
-                                                        or params.presence_penalty != 0.0)
+            penalties = params.penalizes
             if penalties:
                 history = text[self._n_prompt:]
         pos = len(text)

@@ -57,6 +57,14 @@ class SamplingParams:
         if self.repeat_penalty <= 0:
             raise ValueError("repeat_penalty must be > 0")
 
+    @property
+    def penalizes(self) -> bool:
+        """Whether repeat / frequency / presence penalties apply. llama.cpp's penalties
+        sampler takes penalty_last_n <= 0 as "no penalties" (Llama(last_n_tokens_size=-1)
+        gives plain no penalties at all)."""
+        return self.penalty_last_n > 0 and (self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0
+                                            or self.presence_penalty != 0.0)
+
 
 def _splitmix64(x: int) -> int:
     x = (x + 0x9E3779B97F4A7C15) & _MASK64
@@ -98,10 +106,7 @@ def target_distribution(logits: np.ndarray, params: SamplingParams,
     if params.logit_bias:
         for tok, bias in params.logit_bias.items():
             x[int(tok)] += float(bias)
-    # llama.cpp's penalties sampler takes penalty_last_n <= 0 as "no penalties"
-    # (Llama(last_n_tokens_size=-1) gives plain no penalties at all).
-    if params.penalty_last_n > 0 and (params.repeat_penalty != 1.0 or params.frequency_penalty != 0.0
-                                      or params.presence_penalty != 0.0):
+    if params.penalizes:
         recent = list(history)[-params.penalty_last_n:]
         if recent:
             toks, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)

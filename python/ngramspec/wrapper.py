@@ -61,6 +61,14 @@ def _call_seeds(llm: Any, seed: Any) -> tuple[int | None, int]:
     return seed, seed
 
 
+def _check_token_ids(ids: Any, n_vocab: int, what: str = "token id") -> None:
+    """ValueError naming the first id outside the vocabulary (llama.cpp would index
+    past its tables: an IndexError, or the process aborted)."""
+    bad = [t for t in ids if not 0 <= t < n_vocab]
+    if bad:
+        raise ValueError(f"{what} {bad[0]} is out of range: the vocabulary has {n_vocab} tokens (0..{n_vocab - 1})")
+
+
 def _logit_bias_map(logit_bias: Any, n_vocab: int) -> dict[int, float]:
     """``logit_bias`` as llama-cpp-python reads it, ``{int(id): float(bias)}`` (so
     OpenAI's string ids are fine), with every id in the vocabulary and every bias a
@@ -75,9 +83,7 @@ def _logit_bias_map(logit_bias: Any, n_vocab: int) -> dict[int, float]:
             raise TypeError(f"logit_bias keys must be token ids (int, or a str of one), got {key!r}") from None
         if isinstance(key, float) and key != tok:
             raise TypeError(f"logit_bias keys must be token ids, got {key!r}")
-        if not 0 <= tok < n_vocab:
-            raise ValueError(f"logit_bias token id {tok} is out of range: the vocabulary has {n_vocab} tokens "
-                             f"(0..{n_vocab - 1})")
+        _check_token_ids([tok], n_vocab, "logit_bias token id")
         try:
             value = float(bias)
         except (TypeError, ValueError):
@@ -154,11 +160,8 @@ class SpeculativeLlama:
         """``Llama.detokenize``, with the ids checked first: llama.cpp aborts the
         whole process (std::out_of_range) on an id outside the vocabulary."""
         n_vocab = self.llm.n_vocab()
-        for ids in (tokens, () if prev_tokens is None else prev_tokens):
-            bad = [t for t in ids if not 0 <= t < n_vocab]
-            if bad:
-                raise ValueError(f"token id {bad[0]} is out of range: the vocabulary has {n_vocab} tokens "
-                                 f"(0..{n_vocab - 1})")
+        _check_token_ids(tokens, n_vocab)
+        _check_token_ids(() if prev_tokens is None else prev_tokens, n_vocab)
         return bytes(self.llm.detokenize(tokens, prev_tokens=prev_tokens, special=special))
 
     # ------------------------------------------------------------------

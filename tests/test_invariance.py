@@ -7,7 +7,7 @@ import llama_cpp
 import pytest
 
 from ngramspec import InvarianceReport, SpeculativeEngine, _llama, check_batch_invariance, invariance_cache
-from ngramspec.invariance import MAX_CHECK_BATCH, BatchSizeResult, check_sizes
+from ngramspec.invariance import MAX_CHECK_BATCH, MAX_CHECK_DEPTH, BatchSizeResult, check_depths, check_sizes
 from plain import plain_tokens
 from prompts import PROMPTS
 
@@ -123,19 +123,25 @@ def test_default_exact_mode_works_with_n_batch_4(smollm2_path, tmp_path, monkeyp
 # -- issue 22, D9: a huge max draft -----------------------------------------------
 
 def test_a_huge_max_batch_checks_a_bounded_set_of_sizes(llm, monkeypatch):
-    decoded: list[int] = []
+    prefill: list[int] = []
+    probes: list[int] = []
     real = _llama.decode
 
     def counting(model, batch):
-        decoded.append(int(batch.batch.n_tokens))
+        n = int(batch.batch.n_tokens)
+        (probes if batch.logits[:n].all() else prefill).append(n)
         return real(model, batch)
 
     monkeypatch.setattr(_llama, "decode", counting)
     report = check_batch_invariance(llm, max_batch=10_000)
     assert sorted(report.results) == check_sizes(MAX_CHECK_BATCH)
-    assert max(decoded) <= MAX_CHECK_BATCH
-    # prefix (8) + one-token references (64) + the checked batches (304 tokens): not 512 sizes' worth.
-    assert sum(decoded) <= 8 + MAX_CHECK_BATCH + sum(check_sizes(MAX_CHECK_BATCH))
+    assert report.depths == check_depths(llm.n_ctx(), MAX_CHECK_BATCH) and report.probes == 2
+    assert max(probes) <= MAX_CHECK_BATCH
+    # One prefill to the deepest depth; per depth and probe text, the one-token references
+    # (64) and the checked batches (304 tokens): not 512 sizes' worth.
+    assert sum(prefill) == max(report.depths) <= MAX_CHECK_DEPTH
+    assert sum(probes) <= len(report.depths) * 2 * (MAX_CHECK_BATCH + sum(check_sizes(MAX_CHECK_BATCH)))
+    assert report.check_seconds > 0
     assert llm.n_tokens == 0
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from ngramspec import SpeculativeEngine, check_batch_invariance, invariance_cache
 from ngramspec.costcurve import STATISTIC, CostCurveResult, prior_curve
-from ngramspec.invariance import BatchSizeResult, InvarianceReport, check_sizes
+from ngramspec.invariance import BatchSizeResult, InvarianceReport, check_depths, check_sizes
 from plain import plain_tokens
 from prompts import PROMPTS
 
@@ -41,8 +41,10 @@ class FakeCheck:
     def __call__(self, llm, max_batch):
         self.calls += 1
         return InvarianceReport({b: BatchSizeResult(b, b not in self.bad, int(b in self.bad),
-                                                    0.5 * (b in self.bad), 0.01 * (1 + 0.4 * (b - 1)))
-                                 for b in check_sizes(max_batch)}, 0.01)
+                                                    0.5 * (b in self.bad), 0.01 * (1 + 0.4 * (b - 1)),
+                                                    8 if b in self.bad else None)
+                                 for b in check_sizes(max_batch)}, 0.01,
+                                depths=check_depths(llm.n_ctx(), max_batch), probes=2, check_seconds=0.5)
 
 
 class FakeMeasure:
@@ -137,7 +139,7 @@ def write(llm, data):
 # -- D10: absurd values in a well-formed file ---------------------------------
 
 def set_row(data, b, field, value):
-    idx = {"invariant": 1, "rows": 2, "diff": 3, "seconds": 4}[field]
+    idx = {"invariant": 1, "rows": 2, "diff": 3, "seconds": 4, "failed_at": 5}[field]
     for row in data["invariance"]["results"]:
         if row[0] == b:
             row[idx] = value
@@ -159,6 +161,14 @@ def set_row(data, b, field, value):
     lambda d: d["invariance"].update(single_token_seconds=0.0),
     lambda d: d["invariance"]["results"].append(list(d["invariance"]["results"][2])),   # a repeated size
     lambda d: d["invariance"]["results"].pop(4),                                       # a size missing
+    lambda d: d["invariance"].update(depths=[]),
+    lambda d: d["invariance"].update(depths=[8, "100"]),
+    lambda d: d["invariance"].update(depths=[8]),                                      # too shallow for n_ctx
+    lambda d: d["invariance"].update(probes=0),
+    lambda d: d["invariance"].update(check_seconds=-1.0),
+    lambda d: d["invariance"].update(withdrawn={"x": "seen"}),
+    lambda d: d["invariance"].update(withdrawn={"3": 7}),
+    lambda d: set_row(d, 3, "failed_at", 100),                                          # failed, yet invariant
 ])
 def test_absurd_invariance_values_are_measured_again_and_rewritten(llm, invariance_cache_dir, spoil):
     data = stored(llm, invariance_cache_dir)

@@ -249,6 +249,15 @@ class Decoder:
             raise_decode_error(rc)
         return seconds, output_logits(self.llm, rows)
 
+    def decode_one(self, batch: Batch, token: int, pos: int) -> np.ndarray:
+        """Decodes one token at ``pos`` with its logits, as plain decoding does; returns its row."""
+        batch.fill([token], pos, all_logits=True)
+        rc = self._decode(self.ctx, batch.batch)
+        if rc != 0:
+            raise_decode_error(rc)
+        row: np.ndarray = output_logits(self.llm, 1)[0]
+        return row
+
     def roll_back(self, pos: int) -> bool:
         """Drop every cached position >= pos; False if llama.cpp refused."""
         return bool(self._seq_rm(self.memory, 0, pos, -1))

@@ -3,7 +3,8 @@
 generate  completion (or --chat) with speculative decoding, streamed, then one
           line of stats; --compare also runs plain decoding and checks identity.
 doctor    the llama.cpp build, the AMX hazard, bit-exact batch sizes, the
-          verify-cost curve, and a verdict.
+          verify-cost curve, and a verdict per mode with the command to run.
+install-llama  rebuild llama-cpp-python with the flags exact speculation needs.
 bench     plain vs llama-cpp-python's prompt lookup vs ngramspec on your machine.
 """
 from __future__ import annotations
@@ -17,6 +18,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from .errors import ContextTooSmall, PromptTooLong
 
 DEFAULT_PROMPT = (
     "Here is a Python function and a refactored copy of it.\n\n"
@@ -150,23 +153,15 @@ def _generate(args: argparse.Namespace) -> int:
     predicted: dict[str, Any] = {} if prediction is None else {"prediction": {"type": "content", "content": prediction}}
     call = (lambda **kw: spec.create_chat_completion(messages, **kw, **predicted)) if args.chat else \
         (lambda **kw: spec.create_completion(prompt, **kw, **predicted))
-    from .invariance import check_batch_invariance
-
-    if spec.engine.exact and spec.engine.max_draft > 0:  # measured once, before timing
-        try:
-            spec.engine.invariance = check_batch_invariance(llm, max_batch=spec.engine.max_draft + 1,
-                                                            progress=True)
-        except ValueError as e:
-            if "too small" in str(e):  # the probe does not fit in --n-ctx
-                raise UserError(f"{e}: raise --n-ctx or lower --max-draft") from None
-            raise
+    try:   # measured (or read from the cache) before timing, as a server does at start-up
+        spec.engine.prepare()
+    except ContextTooSmall as e:   # the probe does not fit in --n-ctx
+        raise UserError(f"{e}: raise --n-ctx or lower --max-draft") from None
     t0 = time.perf_counter()
     try:
         text = _complete(call, req, args)
-    except ValueError as e:
-        if "context window" in str(e):  # the prompt does not fit in --n-ctx
-            raise UserError(f"{e}: shorten the prompt or raise --n-ctx") from None
-        raise
+    except PromptTooLong as e:   # the prompt does not fit in --n-ctx
+        raise UserError(f"{e}: shorten the prompt or raise --n-ctx") from None
     elapsed = time.perf_counter() - t0
     print(_stats_line(spec.last_speculative), file=sys.stderr)
     if prediction is not None:
@@ -257,8 +252,12 @@ def _break_even(cost: list[float], k: int) -> float:
 def _doctor(args: argparse.Namespace) -> int:
     import llama_cpp
 
-    info = llama_cpp.llama_print_system_info().decode().strip()
-    print(f"llama-cpp-python {llama_cpp.__version__}\n{info}")
+    from .build_info import INSTALL_COMMAND, invariance_hazards, is_exact_build, system_info
+
+    info = system_info()
+    exact_build = is_exact_build(info)
+    print(f"llama-cpp-python {llama_cpp.__version__}, "
+          + ("an exact build (LLAMAFILE and REPACK off)" if exact_build else "a stock build") + f"\n{info}")
     try:
         flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
     except (OSError, StopIteration):
@@ -267,17 +266,23 @@ def _doctor(args: argparse.Namespace) -> int:
     build_amx = "AMX" in info
     print(f"AMX: CPU {'has' if cpu_amx else 'lacks'} it; "
           f"this llama.cpp build {'uses' if build_amx else 'does not use'} it"
-          + ("  -> HAZARD: native AMX builds crash on this CPU (README, 'Set up and run'); rebuild with "
-             "scripts/install_llama_cpp.py" if cpu_amx and build_amx else "  -> ok"))
+          + (f"  -> HAZARD: native AMX builds crash on this CPU; run `{INSTALL_COMMAND}`"
+             if cpu_amx and build_amx else "  -> ok"))
     if args.max_batch < 1:
         raise UserError("--max-batch must be >= 1")
     from . import invariance_cache
 
     llm = _load(args.model, args.n_ctx, args.threads)
-    if args.recalibrate:   # measure again and replace this setup's cache entry
-        report = invariance_cache.recalibrate(llm, args.max_batch, recheck=True, progress=True)
-    else:                  # what an engine on this setup would use (cached if valid)
-        report = invariance_cache.load_or_check(llm, args.max_batch, progress=True)
+    hazards = invariance_hazards(llm, info)
+    if hazards:
+        print("batch-invariance hazards on this build and setting: " + "; ".join(hazards))
+    try:
+        if args.recalibrate:   # measure again and replace this setup's cache entry
+            report = invariance_cache.recalibrate(llm, args.max_batch, recheck=True, progress=True)
+        else:                  # what an engine on this setup would use (cached if valid)
+            report = invariance_cache.load_or_check(llm, args.max_batch, progress=True)
+    except ContextTooSmall as e:
+        raise UserError(f"{e}: raise --n-ctx or lower --max-batch") from None
     print("\nbatch invariance (verify logits bit-identical to one-token decoding):")
     print(report)
     curve = report.cost_curve
@@ -291,16 +296,82 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         print(f"  stored in {path}"
               + ("" if args.recalibrate else "\n  (ngramspec doctor --recalibrate measures it again)"))
+    exact_sizes = [b for b in report.invariant_sizes if b > 1]
     exact_max = report.max_invariant_batch
-    print(f"\nverdict: exact speculation {'POSSIBLE' if exact_max > 1 else 'NOT possible'} "
-          f"(bit-exact verify batches up to {exact_max})")
     top = max(curve.relative)
     cost = [curve.relative.get(b, float(b)) for b in range(1, top + 1)]
     worth = [f"k={k}: >= {_break_even(cost, k):.0%}" for k in range(1, min(exact_max, top))
              if k + 1 in curve.relative]
     if worth:
         print("a k-token draft beats plain decoding when per-token acceptance is at least: " + ", ".join(worth))
-    return 0 if exact_max > 1 else 1
+    trial = None if args.no_trial else _trial(llm, args.max_batch - 1)
+    print(f"\nverdict: exact speculation {'POSSIBLE' if exact_sizes else 'NOT possible'} on this build and setting")
+    if exact_sizes:
+        print(f"  exact mode: verifies with sizes {', '.join(map(str, report.invariant_sizes))} "
+              f"(bit-exact to position {report.certified_depth}; deeper passes are audited)"
+              + (f"; {trial['exact']}" if trial else ""))
+    else:
+        why = "; ".join(hazards) if hazards else "this model's kernels round batches differently"
+        print(f"  exact mode: no speed-up (it decodes plainly): no verify batch above 1 token is bit-exact. "
+              f"Why: {why}")
+    if trial:
+        print(f"  fast mode (exact=False, --inexact): {trial['fast']}")
+    if not exact_sizes:
+        nexts = []
+        if not exact_build:
+            nexts.append(f"`{INSTALL_COMMAND}` rebuilds llama-cpp-python {llama_cpp.__version__} without LLAMAFILE "
+                         "and REPACK (a few minutes, once), for exact speculation")
+        if any(h.startswith("flash_attn") for h in hazards):
+            nexts.append("create the Llama with flash_attn=False")
+        nexts.append("or use fast mode (exact=False / --inexact) if text that may leave plain greedy's is acceptable")
+        print("  next: " + "; ".join(nexts))
+    return 0 if exact_sizes else 1
+
+
+#: The doctor's trial: a code edit, as users run it (the refactor of a small function).
+_TRIAL_TOKENS = 128
+
+
+def _trial(llm: Any, max_draft: int) -> dict[str, str]:
+    """One greedy generation each of plain, exact and fast mode on the default
+    prompt, from a reset cache: the speed-up each gives here and whether fast
+    mode's text left plain's. One run each: a direction, not a benchmark."""
+    from .wrapper import SpeculativeLlama
+
+    spec = SpeculativeLlama(llm, max_draft=max(0, max_draft))
+    runs: dict[str, tuple[float, list[int], Any]] = {}
+    for mode in ("plain", "exact", "fast"):
+        llm.reset()
+        t0 = time.perf_counter()
+        if mode == "plain":
+            out = llm.create_completion(DEFAULT_PROMPT, max_tokens=_TRIAL_TOKENS, temperature=0)
+            spec_stats = None
+        else:
+            spec.engine.prepare(exact=mode == "exact")   # measured before timing, as an engine at start-up
+            t0 = time.perf_counter()
+            out = spec.create_completion(DEFAULT_PROMPT, max_tokens=_TRIAL_TOKENS, temperature=0,
+                                         exact=mode == "exact")
+            spec_stats = out["speculative"]
+        runs[mode] = (time.perf_counter() - t0, llm.tokenize(out["choices"][0]["text"].encode(), add_bos=False),
+                      spec_stats)
+    llm.reset()
+    plain_s, plain_tokens, _ = runs["plain"]
+    result = {}
+    for mode in ("exact", "fast"):
+        seconds, tokens, stats = runs[mode]
+        speed = f"{plain_s / seconds:.2f}x over plain on a {len(plain_tokens)}-token code edit (one run)"
+        same = tokens == plain_tokens
+        if mode == "exact":
+            result[mode] = speed + ("; identical text" if same else "; TEXT DIFFERS from plain (please report)")
+        else:
+            first = next((i for i, (a, b) in enumerate(zip(tokens, plain_tokens)) if a != b),
+                         min(len(tokens), len(plain_tokens)))
+            result[mode] = speed + ("; identical text on this prompt" if same else
+                                    f"; its text left plain's at token {first} (a first divergence in "
+                                    f"{len(plain_tokens)} tokens; `ngramspec bench` measures the rate)")
+        if stats is not None:
+            result[mode] += f", {stats.get('tokens_per_forward', 0):.2f} tokens per pass"
+    return result
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -361,6 +432,44 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _install_llama(args: argparse.Namespace) -> int:
+    from . import llama_build
+
+    kind = "stock" if args.stock else "exact"
+    p = llama_build.plan(kind, args.version)
+    if args.print_flags:
+        print(" ".join(p.args) or "(no flags)")
+        print(p.folder)
+        return 0
+    print(p.describe())
+    if p.version != llama_build.PINNED_VERSION:
+        print(f"note: ngramspec is tested with llama-cpp-python {llama_build.PINNED_VERSION}, not {p.version}")
+    from .build_info import is_exact_build
+
+    cur = p.current
+    same_kind = cur.importable and is_exact_build(cur.system_info) == (kind == "exact")
+    if same_kind and cur.version == p.version and not args.rebuild:
+        print(f"llama-cpp-python {cur.version} is already the {kind} build: nothing to do")
+        return 0
+    if args.dry_run:
+        print("dry run: nothing was changed")
+        return 0
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise UserError("refusing to replace llama-cpp-python without confirmation: add --yes")
+        answer = input("Replace it? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            print("nothing was changed")
+            return 1
+    try:
+        after = llama_build.install(p, rebuild=args.rebuild)
+    except llama_build.BuildError as e:
+        raise UserError(str(e)) from None
+    verdict = "an exact build (LLAMAFILE and REPACK off)" if is_exact_build(after.system_info) else "a stock build"
+    print(f"llama-cpp-python {after.version} installed: {verdict}. `ngramspec doctor` checks it with a model.")
+    return 0
+
+
 def _serve(argv: list[str]) -> int:
     try:
         from .server import main as serve
@@ -409,7 +518,20 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--threads", type=int, default=None)
     d.add_argument("--n-ctx", type=int, default=2048, help="context size (part of the cache key, as for generate)")
     d.add_argument("--recalibrate", action="store_true",
-                   help="measure the invariance and the verify-cost curve again and replace the cached entry")
+                   help="measure the invariance and the verify-cost curve again and replace the cached entry "
+                        "(sizes the audit withdrew are forgotten)")
+    d.add_argument("--no-trial", action="store_true",
+                   help="skip the trial generation (plain, exact and fast mode on one code edit)")
+    i = sub.add_parser("install-llama", allow_abbrev=False,
+                       help="rebuild the installed llama-cpp-python with the flags exact speculation needs")
+    i.add_argument("--yes", action="store_true", help="replace the installed llama-cpp-python without asking")
+    i.add_argument("--dry-run", action="store_true", help="say what would be built and replaced, change nothing")
+    i.add_argument("--print-flags", action="store_true", help="print the CMake flags and the wheel cache folder")
+    i.add_argument("--rebuild", action="store_true", help="build again even if a cached wheel exists")
+    i.add_argument("--stock", action="store_true",
+                   help="build as a plain `pip install llama-cpp-python` does (for comparisons), not exact")
+    i.add_argument("--version", default=None,
+                   help="the llama-cpp-python version to build (default: the installed one, else the pinned one)")
     b = sub.add_parser("bench", allow_abbrev=False,
                        help="plain vs prompt lookup vs ngramspec on real workloads, with a report")
     b.add_argument("--model", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
@@ -458,7 +580,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         _check_shared_args(args)
-        return {"generate": _generate, "doctor": _doctor, "bench": _bench}[args.command](args)
+        return {"generate": _generate, "doctor": _doctor, "bench": _bench,
+                "install-llama": _install_llama}[args.command](args)
     except (UserError, ModelFetchError, ModelLoadError) as e:
         # Only mistakes in the user's input or environment end in one line; anything
         # else is a bug in ngramspec and keeps its traceback.

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import _llama
+from .errors import ContextTooSmall
 
 if TYPE_CHECKING:
     from typing_extensions import TypeGuard  # typing's from Python 3.10
@@ -476,7 +477,7 @@ def measure_cost_curve(llm: Any, sizes: Iterable[int], *, repeats: int = 5, atte
             raise ValueError(f"batch size {sizes_l[-1]} exceeds the context's n_batch ({llm.n_batch})")
         room = _llama.usable_n_ctx(llm) - sizes_l[-1]
         if room < 1:
-            raise ValueError(f"n_ctx {_llama.usable_n_ctx(llm)} is too small to time a batch of {sizes_l[-1]}")
+            raise ContextTooSmall(f"n_ctx {_llama.usable_n_ctx(llm)} is too small to time a batch of {sizes_l[-1]}")
         context_tokens = max(1, min(context_tokens, room))
         threads = llm_threads(llm)
         rng = random.Random(seed)

@@ -19,6 +19,7 @@ change later output.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
@@ -31,8 +32,10 @@ import numpy as np
 
 from . import _llama
 from .acceptance import accept_greedy, accept_sampled, pick
+from .audit import AuditResult, AuditRule, audit_pass, describe_mismatch, features_note
 from .copy_proposer import CopyProposer
 from .drafter import Drafter
+from .errors import PromptTooLong
 from .invariance import InvarianceReport
 from .ngram_proposer import NGramProposer
 from .output_text import OutputText
@@ -168,6 +171,7 @@ class SpeculativeEngine:
         self._batch = _llama.Batch(self.max_draft + 1)
         self._is_eog: dict[int, bool] = {}
         self._pieces: dict[int, bytes] = {}   # token -> its bytes, for OutputText
+        self._audit_rule = AuditRule()    # exact mode's online audit (audit.py), per engine
         self._lock = threading.RLock()
         self._generations = itertools.count(1)
         self._current = 0   # the generation that owns the Llama's state
@@ -203,6 +207,8 @@ class SpeculativeEngine:
                                       use_cache=self.invariance_cache)
             if exact:
                 self.invariance = report
+                if report is not None:
+                    self._audit_rule.certified_depth = report.certified_depth
             adaptive = self._adaptive
             if isinstance(adaptive, CostAwarePolicy):
                 policy: Any = adaptive      # the user's policy keeps its own cost model
@@ -259,6 +265,27 @@ class SpeculativeEngine:
             return self.proposers
         return [*self.proposers, PredictionProposer(prediction_tokens)]
 
+    def _withdraw(self, size: int, start: int, result: AuditResult, rows_checked: int, plan: VerifyPlan,
+                  stats: GenerationStats) -> None:
+        """The audit saw a batch of ``size`` differ from one-token decoding: no pass
+        of this engine, of this process on this setup, or (with the cache) of later
+        processes uses it again in exact mode. Says so in a warning."""
+        from . import invariance_cache
+        from .build_info import invariance_hazards
+
+        plan.allowed[size] = False
+        stats.withdrawn_sizes.append(size)
+        hazards = invariance_hazards(self.llm)
+        note = features_note([h.split(" ")[0] for h in hazards])
+        # Withdraw first (process and file), then describe where it went.
+        seen = describe_mismatch(size, start, result, rows_checked, "", note)
+        path = invariance_cache.withdraw(self.llm, size, seen, store=self.invariance_cache)
+        if self.invariance is not None:
+            self.invariance.withdrawn[size] = seen
+        where = f" (recorded in {path})" if path is not None else " (for this process)"
+        warnings.warn(describe_mismatch(size, start, result, rows_checked, where, note), RuntimeWarning,
+                      stacklevel=5)
+
     def _is_end_of_generation(self, token: int) -> bool:
         known = self._is_eog.get(token)
         if known is None:
@@ -304,12 +331,12 @@ class _Run:
         self.empty_prompt = isinstance(prompt, str) and not prompt
         n_ctx = _llama.usable_n_ctx(llm)
         if len(self.prompt_tokens) >= n_ctx:
-            raise ValueError(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {n_ctx}")
+            raise PromptTooLong(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {n_ctx}")
         # Llama.eval records a prompt in input_ids, sized by the n_ctx asked for (llama.cpp may
         # round the real context up): plain fails there with a numpy broadcast error.
         capacity = _llama.prompt_capacity(llm)
         if len(self.prompt_tokens) > capacity:
-            raise ValueError(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {capacity} "
+            raise PromptTooLong(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {capacity} "
                              "(the n_ctx this Llama was created with)")
         text = prediction_text(prediction)
         self.prediction_tokens = _llama.tokenize_text(llm, text) if text else []
@@ -403,6 +430,7 @@ class _Run:
                 p.set_sampling(sampling)
         batch, n_ctx = engine._batch, _llama.usable_n_ctx(llm)
         decoder = _llama.Decoder(llm)
+        audit = engine._audit_rule if plan.exact and plan.allowed[2:].any() else None
         self.text, self.finish, self.eog = OutputText(llm, self.stops, engine._pieces, self.prompt_tokens,
                                                           after_bos=self.empty_prompt), "length", None
         emitted = self.emitted
@@ -442,12 +470,15 @@ class _Run:
                 batch.fill_verify(nxt, draft.tokens, n_past)
                 t_verify, rows = decoder.verify(batch, k + 1)
                 stats.time_decode_s += t_verify
-                if sampling is None:
-                    targets = accept_greedy(rows, draft.tokens)
-                else:
-                    hist = emitted[-sampling.penalty_last_n:] if sampling.penalizes else []
-                    targets = accept_sampled(rows, draft.tokens, sampling, n_past + 1, hist, draft.draft_probs)
+
+                targets = self._accept(rows, draft.tokens, draft.draft_probs, n_past + 1)
                 m = len(targets) - 1
+                if audit is not None:
+                    audit.verified(t_verify)
+                    if audit.wants(k + 1, n_past + k + 1):
+                        accept = functools.partial(self._accept, probs=draft.draft_probs, start=n_past + 1)
+                        rows, targets, m = self._audit(decoder, batch, nxt, draft.tokens, rows, targets, n_past,
+                                                       accept, audit, plan, stats)
                 stats.record_pass(draft.name, k, m, t_verify, draft.sources[0] if k else 0, trace=engine.trace)
                 drafter.verified(draft, t_verify, m)
                 kv.append(nxt)
@@ -486,6 +517,42 @@ class _Run:
             self.result = Generation(emitted, self.text.text, self.finish, stats, self.eog, usage)
         if completed:
             drafter.end()
+
+    def _accept(self, rows: np.ndarray, tokens: np.ndarray, probs: Any, start: int) -> list[int]:
+        """The pass's targets from its rows (``acceptance.py``); ``start``: the
+        absolute position of rows[0]'s prediction."""
+        sampling = self.sampling
+        if sampling is None:
+            return accept_greedy(rows, tokens)
+        hist = self.emitted[-sampling.penalty_last_n:] if sampling.penalizes else []
+        return accept_sampled(rows, tokens, sampling, start, hist, probs[:len(tokens)] if probs is not None else None)
+
+    def _audit(self, decoder: _llama.Decoder, batch: _llama.Batch, first: int, draft: np.ndarray,
+               rows: np.ndarray, targets: list[int], n_past: int, accept: Any, rule: AuditRule, plan: VerifyPlan,
+               stats: GenerationStats) -> tuple[np.ndarray, list[int], int]:
+        """Re-decodes the pass's accepted tokens one at a time, as plain decoding
+        would, and compares the rows it used bit for bit (``audit.py``). Returns the
+        pass's rows, targets and accepted count: the batch's when they agree, the
+        one-token decoding's when they do not (and the size is then withdrawn).
+        Leaves the cache holding the first token and the accepted draft tokens."""
+        t0 = time.perf_counter()
+        m = len(targets) - 1
+        used = np.array(rows[:m + 1], copy=True)
+        tokens = [int(first)] + [int(t) for t in draft[:m]]
+        if not decoder.roll_back(n_past):
+            raise RuntimeError("KV cache rollback failed during exact mode's audit")
+        result = audit_pass(lambda tok, pos: decoder.decode_one(batch, tok, pos), used, tokens, n_past, accept)
+        stats.audited_passes += 1
+        if result.mismatch_row is not None:
+            targets = result.targets
+            m = len(targets) - 1
+            if m < len(tokens) - 1 and not decoder.roll_back(n_past + 1 + m):
+                raise RuntimeError("KV cache rollback failed during exact mode's audit")
+            self.engine._withdraw(len(draft) + 1, n_past, result, len(tokens), plan, stats)
+        seconds = time.perf_counter() - t0
+        rule.audited(seconds)
+        stats.time_audit_s += seconds
+        return result.rows, targets, m
 
     def _recover_without_rollback(self, kv: list[int]) -> None:
         """llama.cpp refused to drop the rejected tail: rebuild the cache from the

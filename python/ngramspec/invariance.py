@@ -1,22 +1,27 @@
-"""Is batched verification bit-exact on this model and build?
+"""Is batched verification bit-exact on this model and build, at every depth?
 
 Exact speculative decoding needs the logits of a k-token verify batch to equal,
 bit for bit, the logits of decoding those tokens one at a time. Some llama.cpp
-kernels (llamafile sgemm, CPU repack, the tiled K-quant matmul for 8+ rows)
-compute batches in a different order and break that. This module measures it.
+kernels compute a batch in another order: llamafile's sgemm (every matmul of 2+
+rows it takes, attention's F16 products included), CPU repack, the tiled K-quant
+matmul for 8+ rows, and flash attention's split-KV and tiled paths. Whether two
+orders round a row alike depends on the values and on the KV length, so a check
+a few tokens deep can pass sizes that differ hundreds of tokens deep
+(docs/exactness.md has the measurements). This module measures it where
+verification runs.
 
-The check answers bit-exactness only. Its timings (one decode per size) are
-kept for information; the cost curve the engine prices verification with is
-measured separately and robustly (``costcurve.measure_cost_curve``) and
-attached by ``invariance_cache.load_or_check`` as ``InvarianceReport.cost_curve``.
+What is checked: every size of ``check_sizes(max_batch)`` at every depth of
+``check_depths`` (a few tokens deep, across each 256-cell boundary of the KV cache
+up to MAX_CHECK_DEPTH, and the deepest position the context allows), each with
+two probe texts (code and prose). A size passes only if every row of every
+probe at every depth is bit-identical to one-token decoding; a size that fails
+once is not decoded again. A size that is not checked is absent from
+``results`` and so never allowed in exact mode.
 
-Which sizes are checked (``check_sizes``): every size up to CHECK_DENSE_UP_TO,
-then only a geometric set (24, 32, 48, 64, ...) plus the largest size asked
-for, and never beyond MAX_CHECK_BATCH. A size that is not checked is absent
-from ``results`` and so never allowed in exact mode. The check therefore costs
-at most MAX_CHECK_BATCH one-token decodes plus sum(check_sizes(...)) <= 304
-batched tokens, however large the request (``--max-draft 10000`` included): its
-cost no longer grows with the square of the largest size.
+Cost: one prefill of the deepest depth (at most MAX_CHECK_DEPTH tokens), then per
+depth and probe max_batch one-token decodes and the checked batches
+(sum(check_sizes) tokens, at most 304). ``InvarianceReport.check_seconds`` records
+it; the result is cached on disk (``invariance_cache``).
 """
 from __future__ import annotations
 
@@ -30,21 +35,35 @@ import numpy as np
 
 from . import _llama
 from .costcurve import CostCurveResult, llm_threads, prior_curve, validate_curve
+from .errors import ContextTooSmall
 
-__all__ = ["BatchSizeResult", "InvarianceReport", "check_batch_invariance", "check_sizes", "effective_max_batch",
-           "CHECK_DENSE_UP_TO", "MAX_CHECK_BATCH"]
+__all__ = ["BatchSizeResult", "InvarianceReport", "check_batch_invariance", "check_sizes", "check_depths",
+           "covers", "effective_max_batch", "CHECK_DENSE_UP_TO", "MAX_CHECK_BATCH", "MAX_CHECK_DEPTH",
+           "SHALLOWEST_DEPTH"]
 
 #: Every batch size up to this one is checked.
 CHECK_DENSE_UP_TO = 16
 #: No batch size above this one is checked (nor, in exact mode, used). A batch of
-#: 8 already costs 3-6x one token on the CPUs measured (FACTS §3), 64 rows
-#: ~20x: beyond it a verify batch cannot pay for itself on a CPU.
+#: 8 already costs 3-6x one token on the CPUs measured (docs/performance.md), 64
+#: rows ~20x: beyond it a verify batch cannot pay for itself on a CPU.
 MAX_CHECK_BATCH = 64
 #: Beyond CHECK_DENSE_UP_TO, only these sizes (a ~1.5x geometric series) are checked.
 _GEOMETRIC = (24, 32, 48, 64)
 #: One-shot timings from the check pass as a cost curve only if the check's B=1
 #: batch decode is within this fraction of its median one-token decode.
 ONE_SHOT_R1_TOLERANCE = 0.25
+#: The shallowest depth checked (tokens already in the cache before the probe).
+SHALLOWEST_DEPTH = 8
+#: The deepest depth checked. The prefill to it and the probes there, where attention
+#: is dearest, are most of the check's cost (docs/exactness.md has the timings);
+#: passes deeper than this are covered by the engine's online audit
+#: (``audit.AuditRule``), not by the check.
+MAX_CHECK_DEPTH = 1024
+#: llama.cpp pads the KV length it attends over to a multiple of this, so kernels
+#: that choose a path by KV length change at these boundaries.
+KV_PAD = 256
+#: A depth inside the first KV block, past the shallow one.
+_EARLY_DEPTH = 100
 
 
 def check_sizes(max_batch: int) -> list[int]:
@@ -67,10 +86,54 @@ def effective_max_batch(llm: Any, max_batch: int) -> int:
     top: int = max(1, min(int(max_batch), llm.n_batch, llm.context_params.n_ubatch, MAX_CHECK_BATCH))
     return top
 
-_PROBE_TEXT = (
-    "def fibonacci(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n"
-    "The quick brown fox jumps over the lazy dog. Speculative decoding verifies many tokens at once. "
-)
+def check_depths(n_ctx: int, max_batch: int, shallowest: int = SHALLOWEST_DEPTH,
+                 deepest: int = MAX_CHECK_DEPTH) -> list[int]:
+    """The depths (cached tokens before the probe) a check of sizes up to ``max_batch``
+    decodes at, in a context of ``n_ctx`` tokens: ``shallowest``; one inside the
+    first KV block; the last position before each KV_PAD * 2^i boundary, so that
+    every batch of 2+ straddles it (the first one-token reference sees the shorter
+    KV, the batch and the later references the longer one); and the deepest
+    position a probe fits at, capped at ``deepest``, unless a boundary depth lies
+    less than KV_PAD / 2 before it."""
+    last = min(int(n_ctx) - int(max_batch), int(deepest))
+    if last < shallowest:
+        return []
+    candidates = {shallowest, _EARLY_DEPTH}
+    boundary = KV_PAD
+    while boundary - 1 <= last:
+        candidates.add(boundary - 1)
+        boundary *= 2
+    # The deepest position, unless a boundary depth just before it already probes that far.
+    if last - max(c for c in candidates if c <= last) >= KV_PAD // 2:
+        candidates.add(last)
+    return sorted(d for d in candidates if shallowest <= d <= last)
+
+
+def covers(report_depths: Sequence[int], required: Sequence[int]) -> bool:
+    """Whether a check made at ``report_depths`` answers for ``required`` (both from
+    ``check_depths`` on one context): every required depth but the deepest was
+    checked, and the deepest checked is at most MAX_CHECK_BATCH short of the
+    deepest required (it moves with max_batch, by less than that)."""
+    if not required:
+        return True
+    if not report_depths:
+        return False
+    return set(required[:-1]) <= set(report_depths) and max(report_depths) >= required[-1] - MAX_CHECK_BATCH
+
+
+def probe_streams(llm: Any, length: int) -> list[list[int]]:
+    """Two token streams of at least ``length`` tokens: code then prose, and prose
+    then code, each repeated. At every depth the check decodes the next tokens of
+    each, so every depth is probed with two different texts."""
+    from .probe_texts import CODE, PROSE
+
+    code = [int(t) for t in llm.tokenize(CODE.encode(), add_bos=False, special=False)]
+    prose = [int(t) for t in llm.tokenize(PROSE.encode(), add_bos=False, special=False)]
+    streams = []
+    for first, second in ((code, prose), (prose, code)):
+        unit = first + second
+        streams.append((unit * (length // max(1, len(unit)) + 1))[:length])
+    return streams
 
 
 @dataclass(frozen=True)
@@ -79,23 +142,43 @@ class BatchSizeResult:
     invariant: bool
     rows_differing: int      # rows whose logits are not bit-identical to one-token decoding
     max_abs_diff: float      # largest absolute logit difference over all rows
-    seconds: float = float("nan")  # time of this batch's llama_decode (one sample: a rough cost)
+    seconds: float = float("nan")  # time of this batch's llama_decode at the shallowest depth (a rough cost)
+    failed_at: int | None = None   # the first depth where a row differed (None: none did)
 
 
 @dataclass
 class InvarianceReport:
     """results: {B: BatchSizeResult} for every checked size (``check_sizes``);
     a size absent from it was not checked and must not be used in exact mode.
+    depths: the depths every invariant size was checked at (empty: unknown, as
+    in a hand-made report). probes: probe texts per depth. check_seconds: the
+    check's wall time.
     cost_curve: the verify-cost curve to price these sizes with, and where it
-    came from (``load_or_check`` attaches a robust one; None on a bare check)."""
+    came from (``load_or_check`` attaches a robust one; None on a bare check).
+    withdrawn: {B: what the engine's online audit saw} for sizes the audit found
+    not bit-exact in real generation; they are not allowed in exact mode."""
     results: dict[int, BatchSizeResult] = field(default_factory=dict)
     single_token_seconds: float = float("nan")  # median of the check's one-token decodes
     cost_curve: CostCurveResult | None = None
     threads: tuple[int, int] | None = None  # (n_threads, n_threads_batch) the check ran with, if known
+    depths: list[int] = field(default_factory=list)
+    probes: int = 0
+    check_seconds: float = float("nan")
+    withdrawn: dict[int, str] = field(default_factory=dict)
+
+    def allows(self, size: int) -> bool:
+        """Whether exact mode may verify with a batch of ``size`` tokens."""
+        r = self.results.get(size)
+        return r is not None and r.invariant and size not in self.withdrawn
+
+    @property
+    def certified_depth(self) -> int:
+        """The last position the check's probes reached (0 when no depths are recorded)."""
+        return max(self.depths) + max(self.results, default=1) - 1 if self.depths else 0
 
     @property
     def invariant_sizes(self) -> list[int]:
-        return [b for b, r in sorted(self.results.items()) if r.invariant]
+        return [b for b, r in sorted(self.results.items()) if r.invariant and b not in self.withdrawn]
 
     def relative_costs(self) -> dict[int, float]:
         """{B: r(B)}: ``cost_curve.relative`` when a curve is attached (see its
@@ -127,23 +210,50 @@ class InvarianceReport:
         """Largest B such that every size 1..B is invariant (0 if even 1 is not)."""
         best = 0
         for b in sorted(self.results):
-            if not self.results[b].invariant:
+            if not self.results[b].invariant or b in self.withdrawn:
                 break
             best = b
         return best
 
+    def summary(self) -> str:
+        """One line: which sizes are exact, the depths checked and what it cost."""
+        sizes = self.invariant_sizes
+        above = [b for b in sizes if b > 1]
+        where = (f"at depths {', '.join(map(str, self.depths))} ({self.probes} probe texts each)"
+                 if self.depths else "(depths not recorded)")
+        took = f", in {self.check_seconds:.1f} s" if np.isfinite(self.check_seconds) else ""
+        exact = f"sizes {_ranges(sizes)} bit-exact" if above else "no size above 1 bit-exact"
+        withdrawn = f"; withdrawn by the audit: {_ranges(sorted(self.withdrawn))}" if self.withdrawn else ""
+        return f"{exact} {where}{took}{withdrawn}"
+
     def __str__(self) -> str:
-        lines = ["batch  invariant  rows_differing  max_abs_diff"]
+        lines = ["batch  invariant  rows_differing  max_abs_diff  first_failing_depth"]
         for b, r in sorted(self.results.items()):
-            verdict = "yes" if r.invariant else "NO"
-            lines.append(f"{b:>5}  {verdict:>9}  {r.rows_differing:>14}  {r.max_abs_diff:>12.3g}")
+            verdict = "WITHDRAWN" if b in self.withdrawn else ("yes" if r.invariant else "NO")
+            depth = "-" if r.failed_at is None else str(r.failed_at)
+            lines.append(f"{b:>5}  {verdict:>9}  {r.rows_differing:>14}  {r.max_abs_diff:>12.3g}  {depth:>19}")
+        lines.append(self.summary())
+        for b, seen in sorted(self.withdrawn.items()):
+            lines.append(f"  B={b} withdrawn: {seen}")
         return "\n".join(lines)
 
 
-def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int = 8,
-                           tokens: Sequence[int] | None = None, progress: bool = False) -> InvarianceReport:
-    """For each batch size in ``check_sizes(max_batch)`` (after clamping), decode
-    a batch after a short prefix and compare every row's logits with
+def _ranges(sizes: Sequence[int]) -> str:
+    """[1, 2, 3, 5, 7, 8] -> '1-3, 5, 7-8'."""
+    out: list[str] = []
+    for b in sorted(sizes):
+        if out and b == int(out[-1].split("-")[-1]) + 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{b}"
+        else:
+            out.append(str(b))
+    return ", ".join(out) if out else "none"
+
+
+def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int = SHALLOWEST_DEPTH,
+                           depths: Sequence[int] | None = None, tokens: Sequence[int] | None = None,
+                           progress: bool = False) -> InvarianceReport:
+    """For each batch size in ``check_sizes(max_batch)`` (after clamping), at each
+    depth, decode a batch of probe tokens and compare every row's logits with
     one-token-at-a-time decoding of the same tokens, bit for bit.
 
     The check uses ``llm``'s own context (same threads, same kernels as
@@ -154,9 +264,11 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
         min(n_batch, n_ubatch) (a verify batch is never larger) and to
         MAX_CHECK_BATCH; sizes above CHECK_DENSE_UP_TO are checked only on the
         geometric set of ``check_sizes``, so the check's cost is bounded.
-    prefix_tokens: tokens decoded before the probe so positions are not 0
-        (decoded in chunks of min(n_batch, n_ubatch)).
-    tokens: probe tokens (default: a tokenized code-and-prose snippet).
+    prefix_tokens: the shallowest depth (tokens decoded before the first probe).
+    depths: the depths to check at (default ``check_depths``: from
+        ``prefix_tokens`` to as deep as the context allows, capped at MAX_CHECK_DEPTH).
+    tokens: one probe stream of your own instead of the two built-in texts; it
+        must hold max(depths) + max_batch tokens.
     progress: show a progress bar on stderr.
     """
     _llama.context_of(llm)
@@ -164,53 +276,109 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
         raise TypeError(f"max_batch must be an int, got {type(max_batch).__name__}")
     if max_batch < 1:
         raise ValueError(f"max_batch must be >= 1, got {max_batch}")
-    limit = min(llm.n_batch, llm.context_params.n_ubatch)
-    max_batch = effective_max_batch(llm, max_batch)
-    sizes = check_sizes(max_batch)
+    if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, (int, np.integer)):
+        raise TypeError(f"prefix_tokens must be an int, got {type(prefix_tokens).__name__}")
     if prefix_tokens < 1:
         raise ValueError("prefix_tokens must be >= 1")
+    limit = _llama.batch_limit(llm)
+    max_batch = effective_max_batch(llm, max_batch)
+    sizes = check_sizes(max_batch)
+    n_ctx = _llama.usable_n_ctx(llm)
+    if prefix_tokens + max_batch > n_ctx:
+        raise ContextTooSmall(f"n_ctx {n_ctx} is too small for a probe of {prefix_tokens + max_batch} tokens")
+    if depths is None:
+        depths = check_depths(n_ctx, max_batch, shallowest=int(prefix_tokens))
+    else:
+        depths = sorted({_depth(d) for d in depths})
+        if not depths:
+            raise ValueError("depths is empty")
+        if depths[-1] + max_batch > n_ctx:
+            raise ContextTooSmall(f"n_ctx {n_ctx} is too small for a probe of {max_batch} tokens at depth {depths[-1]}")
+    need = depths[-1] + max_batch
     if tokens is None:
-        tokens = llm.tokenize(_PROBE_TEXT.encode(), add_bos=False, special=False)
-        while len(tokens) < prefix_tokens + max_batch:
-            tokens = list(tokens) + list(tokens)
-    tokens = [int(t) for t in tokens]
-    need = prefix_tokens + max_batch
-    if len(tokens) < need:
-        raise ValueError(f"need at least {need} probe tokens, got {len(tokens)}")
-    if need > _llama.usable_n_ctx(llm):
-        raise ValueError(f"n_ctx {_llama.usable_n_ctx(llm)} is too small for a probe of {need} tokens")
-    prefix, probe = tokens[:prefix_tokens], tokens[prefix_tokens:need]
+        streams = probe_streams(llm, need)
+    else:
+        streams = [[int(t) for t in tokens]]
+        if len(streams[0]) < need:
+            raise ValueError(f"need at least {need} probe tokens, got {len(streams[0])}")
 
-    batch = _llama.Batch(max(max_batch, min(prefix_tokens, limit)))
+    from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
+
+    started = time.perf_counter()
+    batch = _llama.Batch(max(max_batch, limit))
+    report = InvarianceReport(threads=llm_threads(llm), depths=[], probes=len(streams))
+    failed: dict[int, tuple[int, int, float]] = {}      # B -> (depth, rows differing, max |diff|)
+    seconds: dict[int, float] = {}
+    singles_first: list[float] = []
+    reference = np.empty((max_batch, llm.n_vocab()), dtype=np.float32)
+    prefix = streams[0]
+    bar = tqdm(total=len(depths) * len(streams), desc="batch invariance", unit="probe", disable=not progress,
+               file=sys.stderr)
     try:
         _llama.clear_memory(llm)
-        for start in range(0, prefix_tokens, limit):    # never more than n_batch / n_ubatch at once
-            batch.fill(prefix[start:start + limit], start, all_logits=False)
-            _llama.decode(llm, batch)
-        reference = np.empty((max_batch, llm.n_vocab()), dtype=np.float32)
-        singles = []
-        for i, tok in enumerate(probe):
-            batch.fill([tok], prefix_tokens + i, all_logits=True)
-            t0 = time.perf_counter()
-            _llama.decode(llm, batch)
-            singles.append(time.perf_counter() - t0)
-            reference[i] = _llama.output_logits(llm, 1)[0]
-        report = InvarianceReport(threads=llm_threads(llm))
-        report.single_token_seconds = float(np.median(singles))
-        from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
-
-        for b in tqdm(sizes, desc="batch invariance", unit="size", disable=not progress, file=sys.stderr):
-            if not _llama.remove_from(llm, prefix_tokens):
-                raise RuntimeError("this model cannot roll back its cache, so batch invariance cannot be probed")
-            batch.fill(probe[:b], prefix_tokens, all_logits=True)
-            t0 = time.perf_counter()
-            _llama.decode(llm, batch)
-            seconds = time.perf_counter() - t0
-            got = _llama.output_logits(llm, b)
-            same = np.all(got.view(np.uint32) == reference[:b].view(np.uint32), axis=1)
-            diff = float(np.max(np.abs(got - reference[:b])))
-            report.results[b] = BatchSizeResult(b, bool(same.all()), int((~same).sum()), diff, seconds)
+        cached = 0
+        for depth in depths:
+            if report.depths and all(b in failed for b in sizes if b > 1):
+                break   # nothing left to certify: no need to go deeper
+            for start in range(cached, depth, limit):   # never more than n_batch / n_ubatch at once
+                batch.fill(prefix[start:min(depth, start + limit)], start, all_logits=False)
+                _llama.decode(llm, batch)
+            cached = depth
+            report.depths.append(depth)
+            for stream in streams:
+                probe = stream[depth:depth + max_batch]
+                singles = _reference_rows(llm, batch, probe, depth, reference)
+                if not singles_first:
+                    singles_first = singles
+                for b in sizes:
+                    if b == 1 or b in failed:
+                        continue
+                    _remove_from(llm, depth)
+                    batch.fill(probe[:b], depth, all_logits=True)
+                    t0 = time.perf_counter()
+                    _llama.decode(llm, batch)
+                    seconds.setdefault(b, time.perf_counter() - t0)
+                    got = _llama.output_logits(llm, b)
+                    same = np.all(got.view(np.uint32) == reference[:b].view(np.uint32), axis=1)
+                    if not same.all():
+                        failed[b] = (depth, int((~same).sum()), float(np.max(np.abs(got - reference[:b]))))
+                _remove_from(llm, depth)
+                bar.update(1)
+        report.single_token_seconds = float(np.median(singles_first))
+        seconds[1] = report.single_token_seconds
+        for b in sizes:
+            fail = failed.get(b)
+            report.results[b] = BatchSizeResult(b, fail is None, fail[1] if fail else 0, fail[2] if fail else 0.0,
+                                                seconds.get(b, float("nan")), fail[0] if fail else None)
+        report.check_seconds = time.perf_counter() - started
         return report
     finally:
+        bar.close()
         batch.close()
         _llama.clear_memory(llm)
+
+
+def _depth(d: Any) -> int:
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+        raise TypeError(f"depths must be ints, got {type(d).__name__}")
+    if d < 1:
+        raise ValueError(f"depths must be >= 1, got {d}")
+    return int(d)
+
+
+def _remove_from(llm: Any, pos: int) -> None:
+    if not _llama.remove_from(llm, pos):
+        raise RuntimeError("this model cannot roll back its cache, so batch invariance cannot be probed")
+
+
+def _reference_rows(llm: Any, batch: Any, probe: Sequence[int], depth: int, reference: np.ndarray) -> list[float]:
+    """Decodes ``probe`` one token at a time from ``depth``, as plain decoding does,
+    into ``reference``'s rows; returns each decode's seconds."""
+    times = []
+    for i, tok in enumerate(probe):
+        batch.fill([tok], depth + i, all_logits=True)
+        t0 = time.perf_counter()
+        _llama.decode(llm, batch)
+        times.append(time.perf_counter() - t0)
+        reference[i] = _llama.output_logits(llm, 1)[0]
+    return times

@@ -29,6 +29,7 @@ Files live in ``$NGRAMSPEC_CACHE_DIR/invariance`` or the user cache
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -38,18 +39,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .costcurve import CostCurveResult, measure_cost_curve, prior_curve
-from .invariance import BatchSizeResult, InvarianceReport, check_batch_invariance, check_sizes, effective_max_batch
+from .invariance import (
+    BatchSizeResult,
+    InvarianceReport,
+    check_batch_invariance,
+    check_depths,
+    check_sizes,
+    covers,
+    effective_max_batch,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import TypeGuard  # typing's from Python 3.10
 
-__all__ = ["cache_path", "fingerprint", "load_or_check", "recalibrate", "parse_invariance", "curve_sizes"]
+__all__ = ["cache_path", "fingerprint", "load_or_check", "recalibrate", "parse_invariance", "curve_sizes", "withdraw"]
 
-_FORMAT = 2   # 2: values validated, cost curve measured apart from the check (issue 16, 22)
+# 3: checked at several depths with two probe texts; failing depths, the check's cost
+# and sizes withdrawn by the online audit are stored. A verdict of format 2 (one
+# probe, 8 tokens deep) is never read: it passed sizes that differ deeper.
+_FORMAT = 3
 
 # Priors handed out in this process, so that every engine of one process does not
 # time the curve again after all attempts failed: {(file, sizes): curve}.
 _process_priors: dict[tuple[str, tuple[int, ...]], CostCurveResult] = {}
+# Batch sizes the engine's online audit withdrew in this process, per cache file:
+# every later report of the same setup leaves them out, even if the file cannot be written.
+_process_withdrawn: dict[str, dict[int, str]] = {}
 
 
 def _cache_root() -> Path:
@@ -125,10 +140,19 @@ def parse_invariance(data: Any, sizes: list[int]) -> InvarianceReport:
     if not isinstance(rows, list):
         raise ValueError("results is not a list")
     report = InvarianceReport(single_token_seconds=float(one))
+    depths = data.get("depths")
+    if not isinstance(depths, list) or not depths or not all(_is_int(d) and d >= 1 for d in depths):
+        raise ValueError(f"bad depths {depths!r}")
+    probes, took = data.get("probes"), data.get("check_seconds")
+    if not _is_int(probes) or probes < 1:
+        raise ValueError(f"bad probes {probes!r}")
+    if not _is_number(took) or not math.isfinite(took) or took < 0:
+        raise ValueError(f"bad check_seconds {took!r}")
+    report.depths, report.probes, report.check_seconds = list(depths), int(probes), float(took)
     for row in rows:
-        if not isinstance(row, list) or len(row) != 5:
+        if not isinstance(row, list) or len(row) != 6:
             raise ValueError(f"bad result row {row!r}")
-        b, invariant, differing, diff, seconds = row
+        b, invariant, differing, diff, seconds, failed_at = row
         if not _is_int(b) or b < 1 or b in report.results:
             raise ValueError(f"bad or repeated batch size {b!r}")
         if not isinstance(invariant, bool):
@@ -139,12 +163,21 @@ def parse_invariance(data: Any, sizes: list[int]) -> InvarianceReport:
             raise ValueError(f"max_abs_diff at B={b} is {diff!r}")
         if not _is_number(seconds) or not math.isfinite(seconds) or seconds <= 0:
             raise ValueError(f"seconds at B={b} is {seconds!r}")
-        report.results[b] = BatchSizeResult(b, invariant, differing, float(diff), float(seconds))
+        if not (failed_at is None if invariant else _is_int(failed_at) and failed_at >= 1):
+            raise ValueError(f"failed_at at B={b} is {failed_at!r} (invariant={invariant})")
+        report.results[b] = BatchSizeResult(b, invariant, differing, float(diff), float(seconds), failed_at)
     if 1 in report.results and not report.results[1].invariant:
         raise ValueError("B=1 recorded as not invariant")
     missing = [b for b in sizes if b not in report.results]
     if missing:
         raise ValueError(f"sizes {missing} not covered")
+    withdrawn = data.get("withdrawn", {})
+    if not isinstance(withdrawn, dict):
+        raise ValueError("withdrawn is not an object")
+    for b, seen in withdrawn.items():
+        if not (isinstance(b, str) and b.isdigit() and int(b) >= 2 and isinstance(seen, str)):
+            raise ValueError(f"bad withdrawn entry {b!r}: {seen!r}")
+        report.withdrawn[int(b)] = seen
     return report
 
 
@@ -162,18 +195,39 @@ def _store(path: Path, key: dict[str, Any], report: InvarianceReport, curve: Cos
     data: dict[str, Any] = {
         "key": key,
         "invariance": {"single_token_seconds": report.single_token_seconds,
-                       "results": [[r.batch_size, r.invariant, r.rows_differing, r.max_abs_diff, r.seconds]
-                                   for _, r in sorted(report.results.items())]},
+                       "depths": report.depths, "probes": report.probes, "check_seconds": report.check_seconds,
+                       "results": [[r.batch_size, r.invariant, r.rows_differing, r.max_abs_diff, r.seconds,
+                                    r.failed_at] for _, r in sorted(report.results.items())],
+                       "withdrawn": {str(b): seen for b, seen in sorted(report.withdrawn.items())}},
     }
     if curve is not None and curve.passed and curve.origin in ("measured", "cached"):
         data["cost_curve"] = curve.to_json()   # only curves that passed are ever written
+    _write(path, data)
+
+
+def _write(path: Path, data: dict[str, Any]) -> bool:
+    """Atomic write; False when the cache cannot be written (a read-only cache only
+    costs the next start-up a fresh measurement)."""
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data))
         os.replace(tmp, path)
+        return True
     except OSError:
-        pass   # a read-only cache only costs the next start-up a fresh measurement
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
+
+
+def _answers(report: InvarianceReport, llm: Any, top: int) -> bool:
+    """A stored check answers for sizes up to ``top`` on this context if it reached
+    the depths a new check would (or found every size above 1 inexact early)."""
+    from . import _llama
+
+    if all(not r.invariant for b, r in report.results.items() if 1 < b <= top):
+        return True
+    return covers(report.depths, check_depths(_llama.usable_n_ctx(llm), top))
 
 
 def curve_sizes(report: InvarianceReport, max_batch: int) -> list[int]:
@@ -210,9 +264,15 @@ def _resolve(llm: Any, max_batch: int, check: Callable[..., InvarianceReport] | 
             report = parse_invariance(data.get("invariance"), check_sizes(top))
         except ValueError:
             report = None
+        if report is not None and not _answers(report, llm, top):
+            report = None
     if report is None:
         report = check(llm, max_batch=top) if not progress else check(llm, max_batch=top, progress=True)
         dirty = True
+    for b, seen in _process_withdrawn.get(str(path), {}).items():
+        if b not in report.withdrawn:
+            report.withdrawn[b] = seen
+            dirty = True
 
     sizes = curve_sizes(report, top)
     memo_key = (str(path), tuple(sizes))
@@ -244,6 +304,25 @@ def _resolve(llm: Any, max_batch: int, check: Callable[..., InvarianceReport] | 
         _store(path, key, report, stored_curve)
     report.cost_curve = curve
     return report
+
+
+def withdraw(llm: Any, size: int, seen: str, *, store: bool = True) -> Path | None:
+    """Withdraws batch size ``size`` from exact mode on this setup: for every later
+    report in this process and, with ``store``, in the cache file (``seen`` says
+    what the audit saw). Returns the file written, or None."""
+    key = fingerprint(llm)
+    path = cache_path(key)
+    _process_withdrawn.setdefault(str(path), {})[int(size)] = seen
+    if not store:
+        return None
+    data = _read(path, key)
+    if data is None or not isinstance(data.get("invariance"), dict):
+        return None
+    withdrawn = data["invariance"].get("withdrawn")
+    if not isinstance(withdrawn, dict):
+        withdrawn = data["invariance"]["withdrawn"] = {}
+    withdrawn[str(int(size))] = seen
+    return path if _write(path, data) else None
 
 
 def load_or_check(llm: Any, max_batch: int, check: Callable[..., InvarianceReport] | None = None, *,

@@ -38,6 +38,11 @@ class GenerationStats:
     explored_passes: int = 0
     speculation_off_reason: str | None = None
     stopped_inside_draft: bool = False  # the last token came from an accepted draft, not the bonus
+    # Exact mode's online audit (audit.py): passes re-checked against one-token decoding,
+    # the sizes it withdrew in this generation, and the time it took.
+    audited_passes: int = 0
+    withdrawn_sizes: list[int] = field(default_factory=list)
+    time_audit_s: float = 0.0
     time_prefill_s: float = 0.0
     time_decode_s: float = 0.0       # inside llama_decode after prefill
     time_predictor_s: float = 0.0    # NGramPredictor.update/predict
@@ -58,7 +63,8 @@ class GenerationStats:
 
     @property
     def time_other_s(self) -> float:
-        return max(0.0, self.time_total_s - self.time_prefill_s - self.time_decode_s - self.time_predictor_s)
+        return max(0.0, self.time_total_s - self.time_prefill_s - self.time_decode_s - self.time_predictor_s
+                   - self.time_audit_s)
 
     @property
     def overhead_per_step_ms(self) -> float:

@@ -15,7 +15,25 @@ import numpy as np
 
 from .invariance import InvarianceReport, check_batch_invariance
 
-__all__ = ["VerifyPlan", "build_plan"]
+__all__ = ["VerifyPlan", "build_plan", "no_exact_size_warning"]
+
+
+def no_exact_size_warning(llm: Any, report: InvarianceReport) -> str:
+    """The first-use warning of exact mode when no size above 1 is exact: what was
+    checked, the causes on this build and setup, and the two ways out."""
+    from .build_info import INSTALL_COMMAND, invariance_hazards, is_exact_build
+
+    hazards = invariance_hazards(llm)
+    cause = f" Causes here: {'; '.join(hazards)}." if hazards else ""
+    fixes = []
+    if not is_exact_build():
+        fixes.append(f"run `{INSTALL_COMMAND}` to rebuild llama-cpp-python without LLAMAFILE and REPACK")
+    if any(h.startswith("flash_attn") for h in hazards):
+        fixes.append("create the Llama with flash_attn=False")
+    fixes.append("or pass exact=False (fast mode: faster, but the text may leave plain greedy's)")
+    return ("no verify batch size above 1 is bit-exact with this model, llama.cpp build and settings "
+            f"({report.summary()}); decoding plainly, so no speed-up.{cause} To speculate: "
+            + "; ".join(fixes) + ".")
 
 
 @dataclass(frozen=True)
@@ -69,10 +87,8 @@ def build_plan(llm: Any, *, exact: bool, max_batch: int, can_roll_back: bool,
             invariance = check_batch_invariance(llm, max_batch=max_batch)
             origin = "invariance check"
     for b in range(2, max_batch + 1):
-        r = invariance.results.get(b)
-        allowed[b] = bool(r is not None and r.invariant)
+        allowed[b] = invariance.allows(b)
     if not allowed[2:].any():
-        warnings.warn("no verify batch size above 1 is bit-exact with this model and llama.cpp build; "
-                      "decoding plainly (exact=False speculates anyway)", RuntimeWarning, stacklevel=4)
+        warnings.warn(no_exact_size_warning(llm, invariance), RuntimeWarning, stacklevel=4)
     # The check timed every batch size it decoded: a free first cost curve.
     return VerifyPlan(allowed, invariance.relative_costs(), True, origin), invariance

@@ -1,0 +1,72 @@
+"""What the installed llama.cpp build and a Llama's settings mean for exactness.
+
+``llama_cpp.llama_print_system_info()`` lists the CPU features a build was made
+with. Three of them, and one context setting, make a batch of rows compute in
+another order than one-token decoding (docs/exactness.md has the measurements):
+
+- LLAMAFILE: llamafile's sgemm takes every matmul of 2+ rows it supports,
+  attention's F16 products included; one-token decoding uses ggml's vec_dot.
+- REPACK: repacked weights are multiplied in 4-row groups.
+- flash_attn=True: one-token decoding splits the KV across threads once it holds
+  512+ cells (past 256 tokens), and 8+ query rows take a tiled path.
+- the tiled K-quant matmul for 8+ rows (on in every build; the environment
+  variable GGML_CPU_TILED_MM=0 turns it off).
+
+The invariance check finds which sizes survive; this module names the causes.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import llama_build
+
+__all__ = ["system_info", "build_features", "invariance_hazards", "is_exact_build", "INSTALL_COMMAND"]
+
+#: The command that rebuilds llama-cpp-python with the exact flags.
+INSTALL_COMMAND = "ngramspec install-llama"
+
+_HAZARDS = {
+    "LLAMAFILE": "LLAMAFILE (llamafile's sgemm: batches of 2+ rows, attention included, round differently)",
+    "REPACK": "REPACK (repacked weights: batches multiplied in 4-row groups)",
+}
+
+
+def system_info() -> str:
+    import llama_cpp
+
+    return str(llama_cpp.llama_print_system_info().decode(errors="replace").strip())
+
+
+def build_features(info: str | None = None) -> dict[str, str]:
+    """{feature: value} from ``llama_print_system_info()`` ("AVX2 = 1" -> {"AVX2": "1"})."""
+    return llama_build.build_features(system_info() if info is None else info)
+
+
+def _flash_attn(llm: Any) -> bool:
+    cp = getattr(llm, "context_params", None)
+    return bool(getattr(cp, "flash_attn_type", 0) == 1 or getattr(cp, "flash_attn", False) is True)
+
+
+def invariance_hazards(llm: Any = None, info: str | None = None) -> list[str]:
+    """The build features (and, given a Llama, its settings) that make batched
+    verification differ from one-token decoding, each with why; [] for none."""
+    features = build_features(info)
+    hazards = [why for name, why in _HAZARDS.items() if features.get(name) == "1"]
+    if llm is not None and _flash_attn(llm):
+        hazards.append("flash_attn=True (one-token decoding splits the KV over threads past 256 cached tokens; "
+                       "8+ query rows take a tiled path)")
+    return hazards
+
+
+def is_exact_build(info: str | None = None) -> bool:
+    """True when the build has neither LLAMAFILE nor REPACK (the flags
+    ``ngramspec install-llama`` builds with)."""
+    return llama_build.is_exact_build(system_info() if info is None else info)
+
+
+def tiled_kquant_note() -> str | None:
+    """The K-quant tiled matmul's state, read from the environment as llama.cpp reads it."""
+    if os.environ.get("GGML_CPU_TILED_MM") == "0":
+        return None
+    return "K-quant models: batches of 8+ rows take the tiled matmul (GGML_CPU_TILED_MM=0 turns it off)"

@@ -1,0 +1,380 @@
+"""Builds llama-cpp-python with the flags exact speculation needs, and installs it.
+
+``ngramspec install-llama`` (and ``scripts/install_llama_cpp.py``) rebuild the
+installed llama-cpp-python version from its source on PyPI:
+
+- ``GGML_LLAMAFILE=OFF`` and ``GGML_CPU_REPACK=OFF``: those kernels compute a batch
+  in another order than one token, so verification could not be bit-exact;
+- ``GGML_NATIVE=OFF`` with the instruction-set options read from /proc/cpuinfo, and
+  AMX off: a native build crashes on CPUs with AMX (the first ``llama_decode``
+  dies in ``ggml_backend_amx_mul_mat``).
+
+The wheel is built once with ``pip wheel --no-cache-dir`` (pip's own wheel cache
+ignores CMAKE_ARGS and would hand back a wheel built with other flags) and cached
+under ``<cache>/wheels/llama_cpp_python-<version>-<hash of Python, machine and
+flags>/``. A ``stock`` build (no flags, as a plain ``pip install`` makes it) is
+cached the same way, for tests and benchmarks against what users have.
+
+Nothing in the environment changes until a wheel has been built; the installed
+llama-cpp-python is backed up, and put back if the new one cannot be imported.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["PINNED_VERSION", "BuildError", "Plan", "cmake_args", "wheel_dir", "cached_wheel", "build_wheel",
+           "installed_build", "plan", "install"]
+
+#: The llama-cpp-python version ngramspec is tested with.
+PINNED_VERSION = "0.3.36"
+
+#: Flags that are the same on every machine (exact build).
+BASE_FLAGS = [
+    "-DGGML_NATIVE=OFF",        # never -march=native: the wheel is keyed by explicit features
+    "-DGGML_LLAMAFILE=OFF",     # llamafile's sgemm: a batch rounds differently from one token
+    "-DGGML_CPU_REPACK=OFF",    # repacked weights: a batch rounds differently from one token
+    "-DGGML_AMX_TILE=OFF",      # AMX kernels crash on the first decode on AMX CPUs
+    "-DGGML_AMX_INT8=OFF",
+    "-DGGML_AMX_BF16=OFF",
+    "-DLLAVA_BUILD=OFF",        # multimodal library: not used, halves the build time
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TOOLS=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+]
+
+#: x86 instruction-set features: /proc/cpuinfo flag -> ggml CMake option.
+X86_FEATURES = [
+    ("sse4_2", "GGML_SSE42"),
+    ("avx", "GGML_AVX"),
+    ("avx2", "GGML_AVX2"),
+    ("bmi2", "GGML_BMI2"),
+    ("fma", "GGML_FMA"),
+    ("f16c", "GGML_F16C"),
+    ("avx_vnni", "GGML_AVX_VNNI"),
+    ("avx512f", "GGML_AVX512"),
+    ("avx512vbmi", "GGML_AVX512_VBMI"),     # Linux spells it without the underscore
+    ("avx512_vnni", "GGML_AVX512_VNNI"),
+    ("avx512_bf16", "GGML_AVX512_BF16"),
+]
+
+_NETWORK_ERRORS = ("NewConnectionError", "Network is unreachable", "Temporary failure in name resolution",
+                   "Name or service not known", "No matching distribution found", "Could not find a version",
+                   "ConnectTimeout", "ReadTimeout", "Connection refused")
+
+
+#: Build features that make a batch round differently from one token.
+INEXACT_FEATURES = ("LLAMAFILE", "REPACK")
+
+
+def build_features(info: str) -> dict[str, str]:
+    """{feature: value} from ``llama_print_system_info()`` ("AVX2 = 1" -> {"AVX2": "1"})."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"([A-Za-z0-9_]+) = ([^|\s]+)", info)}
+
+
+def is_exact_build(info: str) -> bool:
+    """True when the build has none of INEXACT_FEATURES (the exact flags turn them off)."""
+    features = build_features(info)
+    return not any(features.get(name) == "1" for name in INEXACT_FEATURES)
+
+
+class BuildError(Exception):
+    """A build or install that could not be done; the message is one line, and the
+    environment is as it was."""
+
+
+def cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def _isa_flags() -> list[str]:
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return []
+    flags = cpu_flags()
+    return [f"-D{opt}={'ON' if feat in flags else 'OFF'}" for feat, opt in X86_FEATURES]
+
+
+def cmake_args(kind: str = "exact", environ: dict[str, str] | None = None) -> list[str]:
+    """The CMake flags of a build of ``kind`` on this machine; $CMAKE_ARGS is appended last.
+
+    exact: BASE_FLAGS and the CPU's instruction sets.
+    stock: none, as a plain ``pip install llama-cpp-python`` builds it; on a CPU
+        with AMX (where that build crashes), the exact build's instruction-set and
+        AMX flags, with LLAMAFILE and REPACK left at their defaults (on)."""
+    env = os.environ if environ is None else environ
+    extra = env.get("CMAKE_ARGS", "").split()
+    if kind == "exact":
+        return list(BASE_FLAGS) + _isa_flags() + extra
+    if kind == "stock":
+        if "amx_tile" in cpu_flags():
+            return ["-DGGML_NATIVE=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF",
+                    *_isa_flags(), *extra]
+        return extra
+    raise ValueError(f"unknown build kind {kind!r} (exact, stock)")
+
+
+def cache_root() -> Path:
+    env = os.environ.get("NGRAMSPEC_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("ngramspec"))
+
+
+def wheel_dir(args: Sequence[str], version: str = PINNED_VERSION, kind: str = "exact") -> Path:
+    """The cache folder of a wheel of ``version`` built with ``args`` for this Python and machine."""
+    parts = [version, sys.version.split()[0], platform.machine(), *args]
+    if kind != "exact":
+        parts.insert(0, kind)
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return cache_root() / "wheels" / f"llama_cpp_python-{version}-{digest}"
+
+
+def cached_wheel(folder: Path) -> Path | None:
+    wheels = sorted(folder.glob("llama_cpp_python-*.whl")) if folder.is_dir() else []
+    return wheels[0] if wheels else None
+
+
+def _find_compilers() -> list[str]:
+    """Names of what is missing among a C and a C++ compiler."""
+    missing = []
+    for var, names, what in (("CC", ("cc", "gcc", "clang"), "C"), ("CXX", ("c++", "g++", "clang++"), "C++")):
+        chosen = os.environ.get(var)
+        found = shutil.which(chosen.split()[0]) if chosen else next((n for n in names if shutil.which(n)), None)
+        if not found:
+            missing.append(what)
+    return missing
+
+
+def _progress_line(line: str) -> tuple[int, int] | None:
+    m = re.search(r"\[(\d+)/(\d+)\]", line)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def build_wheel(args: Sequence[str], dest: Path, version: str = PINNED_VERSION, *, quiet: bool = False) -> Path:
+    """Builds llama-cpp-python ``version`` with ``args`` into ``dest`` (a new folder,
+    renamed into place only when the wheel exists, so a killed build leaves none).
+    Shows the compile's progress on stderr. BuildError (one line) on failure."""
+    missing = _find_compilers()
+    if missing:
+        raise BuildError(f"no {' or '.join(missing)} compiler found (install gcc and g++, or clang); "
+                         "nothing was changed")
+    env = dict(os.environ, CMAKE_ARGS=" ".join(args))
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".tmp-", dir=dest.parent))
+    except OSError as e:
+        raise BuildError(f"cannot write the wheel cache {dest.parent}: {e.strerror or e}; "
+                         "nothing was changed") from None
+    log_path = tmp.with_suffix(".log")
+    cmd = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir", "--disable-pip-version-check",
+           "--no-binary", "llama-cpp-python", "-w", str(tmp), f"llama-cpp-python=={version}"]
+    try:
+        rc = _run_with_progress(cmd, env, log_path, f"building llama-cpp-python {version}", quiet)
+        wheel = cached_wheel(tmp)
+        if rc != 0 or wheel is None:
+            raise BuildError(_explain_failure(log_path, version))
+        (tmp / "FLAGS.txt").write_text(" ".join(args) + "\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+        log_path.unlink(missing_ok=True)
+        found = cached_wheel(dest)
+        assert found is not None
+        return found
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_with_progress(cmd: list[str], env: dict[str, str], log_path: Path, what: str, quiet: bool) -> int:
+    """Runs ``cmd`` with its output in ``log_path``; a progress bar follows the
+    compile's [done/total] steps."""
+    from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
+
+    with open(log_path, "w") as log, tqdm(total=None, desc=what, unit="step", disable=quiet, file=sys.stderr,
+                                          bar_format="{desc}: {n_fmt}/{total_fmt} compile steps, {elapsed}") as bar:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            step = _progress_line(line)
+            if step is not None:
+                bar.total = step[1]
+                bar.n = step[0]
+                bar.refresh()
+        return proc.wait()
+
+
+def _explain_failure(log_path: Path, version: str) -> str:
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        text = ""
+    if any(s in text for s in _NETWORK_ERRORS):
+        why = f"could not download llama-cpp-python {version}'s source (no network, or no such version on the index)"
+    else:
+        errors = [ln.strip() for ln in text.splitlines() if re.search(r"\berror\b", ln, re.I)]
+        why = f"the build failed ({errors[-1][:160]})" if errors else "the build failed"
+    kept = log_path.with_name("llama-cpp-python-build.log")
+    try:
+        shutil.copy(log_path, kept)
+        where = f"; its log: {kept}"
+    except OSError:
+        where = ""
+    return f"{why}; nothing was changed{where}"
+
+
+@dataclass
+class InstalledBuild:
+    version: str | None           # None: not installed
+    system_info: str              # llama_print_system_info(), "" when it cannot be imported
+    location: str                 # where it is installed
+    importable: bool
+
+
+def installed_build(python: str | None = None) -> InstalledBuild:
+    """The llama-cpp-python of an environment (this one by default), read in a
+    subprocess so that this process never loads a library about to be replaced."""
+    code = ("import importlib.metadata as m, json, sys\n"
+            "try:\n    v = m.version('llama_cpp_python')\nexcept m.PackageNotFoundError:\n    v = None\n"
+            "info, where, ok = '', '', False\n"
+            "if v:\n    try:\n        import llama_cpp\n"
+            "        info = llama_cpp.llama_print_system_info().decode(errors='replace').strip()\n"
+            "        where, ok = llama_cpp.__file__, True\n    except Exception as e:\n        info = repr(e)\n"
+            "print(json.dumps([v, info, where, ok]))\n")
+    out = subprocess.run([python or sys.executable, "-c", code], capture_output=True, text=True)
+    try:
+        version, info, where, ok = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return InstalledBuild(None, "", "", False)
+    return InstalledBuild(version, info, where, bool(ok))
+
+
+@dataclass
+class Plan:
+    """What ``install`` would do."""
+    kind: str
+    version: str
+    args: list[str]
+    folder: Path
+    wheel: Path | None            # the cached wheel, if there is one
+    current: InstalledBuild
+
+    def describe(self) -> str:
+        cur = self.current
+        if cur.version is None:
+            now = "no llama-cpp-python is installed"
+        elif not cur.importable:
+            now = f"llama-cpp-python {cur.version} is installed but does not import ({cur.system_info[:120]})"
+        else:
+            feats = build_features(cur.system_info)
+            kind = "an exact build" if is_exact_build(cur.system_info) else "a stock build"
+            on = [n for n in INEXACT_FEATURES if feats.get(n) == "1"]
+            now = (f"llama-cpp-python {cur.version} is {kind}" + (f" ({', '.join(on)} on)" if on else "")
+                   + f", at {Path(cur.location).parent}")
+        source = (f"the cached wheel {self.wheel}" if self.wheel
+                  else f"a new build (several minutes), cached in {self.folder}")
+        return (f"{now}.\nIt will be replaced by llama-cpp-python {self.version}, {self.kind} build, from {source}.\n"
+                f"CMake flags: {' '.join(self.args) or '(none)'}")
+
+
+def plan(kind: str = "exact", version: str | None = None) -> Plan:
+    current = installed_build()
+    chosen = version or current.version or PINNED_VERSION
+    args = cmake_args(kind)
+    folder = wheel_dir(args, chosen, kind)
+    return Plan(kind, chosen, args, folder, cached_wheel(folder), current)
+
+
+def _site_packages() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def _check_writable(current: InstalledBuild) -> None:
+    targets = [_site_packages()]
+    if current.location:
+        targets.append(Path(current.location).parent)
+    for t in targets:
+        if t.exists() and not os.access(t, os.W_OK):
+            raise BuildError(f"cannot write to {t} (no write access: use a virtual environment or run as its owner); "
+                             "nothing was changed")
+
+
+def _backup(tmp: Path) -> list[tuple[Path, Path]]:
+    """Copies every file of the installed llama-cpp-python into ``tmp``;
+    returns (original, copy) pairs."""
+    try:
+        dist = importlib.metadata.distribution("llama_cpp_python")
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    pairs = []
+    for f in dist.files or []:
+        src = Path(str(dist.locate_file(f)))
+        if src.is_file():
+            dst = tmp / str(f).replace("..", "_up_")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+            pairs.append((src, dst))
+    return pairs
+
+
+def _restore(pairs: list[tuple[Path, Path]]) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "llama-cpp-python"], capture_output=True)
+    for src, dst in pairs:
+        src.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(dst, src)
+
+
+def install(p: Plan, *, rebuild: bool = False, quiet: bool = False) -> InstalledBuild:
+    """Carries out ``p``: builds the wheel unless cached (or ``rebuild``), then
+    replaces the installed llama-cpp-python with it. The old one is backed up
+    first and put back if the new one does not import."""
+    _check_writable(p.current)
+    wheel = p.wheel
+    if wheel is None or rebuild:
+        wheel = build_wheel(p.args, p.folder, p.version, quiet=quiet)
+    with tempfile.TemporaryDirectory(prefix="ngramspec-llama-backup-") as tmp:
+        pairs = _backup(Path(tmp))
+        out = subprocess.run([sys.executable, "-m", "pip", "install", "--force-reinstall", "--no-deps",
+                              "--disable-pip-version-check", "-q", str(wheel)], capture_output=True, text=True)
+        if out.returncode != 0:   # pip rolls back a failed install itself
+            lines = (out.stderr or out.stdout).strip().splitlines()
+            raise BuildError(f"pip could not install {wheel.name}: {lines[-1] if lines else 'unknown error'}; "
+                             "nothing was changed")
+        # Its dependencies (numpy, jinja2, diskcache...), which --no-deps skipped: present
+        # already when it replaces a llama-cpp-python, needed in a fresh environment.
+        subprocess.run([sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheel)],
+                       capture_output=True, text=True)
+        after = installed_build()
+        if not after.importable:
+            if pairs:
+                _restore(pairs)
+            raise BuildError(f"the new llama-cpp-python does not import ({after.system_info[:160]}); "
+                             + ("the previous one was put back" if pairs else "none was installed before"))
+    with contextlib.suppress(OSError):
+        (p.folder / "INSTALLED").touch()
+    return after

@@ -13,12 +13,12 @@ import llama_cpp
 import numpy as np
 import pytest
 
+from long_chats import conversations
 from ngramspec import SpeculativeEngine, invariance_cache
 from ngramspec.audit import AuditRule, audit_pass
 from ngramspec.build_info import is_exact_build
 from ngramspec.invariance import BatchSizeResult, InvarianceReport
 from ngramspec.suite import sources
-from long_chats import conversations
 from plain import plain_tokens
 
 # -- the sampling rule ---------------------------------------------------------

@@ -8,7 +8,6 @@ pinned as in requirements-dev.txt. About 1.5-3 minutes, most of it compiling the
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -41,17 +40,17 @@ def run(cmd: list[object], timeout: int, **kw) -> subprocess.CompletedProcess[st
     return p
 
 
-def cached_llama_wheel() -> Path:
-    """The wheel scripts/install_llama_cpp.py built for this machine's flags."""
-    spec = importlib.util.spec_from_file_location("install_llama_cpp", ROOT / "scripts" / "install_llama_cpp.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    folder = mod.wheel_dir(mod.cmake_args())
-    wheels = sorted(folder.glob("llama_cpp_python-*.whl"))
-    if not wheels:
-        pytest.skip(f"no cached llama-cpp-python wheel in {folder}: run scripts/setup.sh first")
-    return wheels[0]
+def cached_llama_wheel(kind: str = "exact") -> Path:
+    """The wheel scripts/install_llama_cpp.py (exact) or scripts/setup_stock.sh (stock)
+    built for this machine and cached."""
+    from ngramspec import llama_build
+
+    folder = llama_build.wheel_dir(llama_build.cmake_args(kind), kind=kind)
+    wheel = llama_build.cached_wheel(folder)
+    if wheel is None:
+        setup = "scripts/setup.sh" if kind == "exact" else "scripts/setup_stock.sh"
+        pytest.skip(f"no cached {kind} llama-cpp-python wheel in {folder}: run {setup} first")
+    return wheel
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +114,9 @@ def test_fresh_venv_runs_doctor_and_a_generation(built, tmp_path, smollm2_path):
     assert all(str(env_dir) in w for w in where), where
 
     exe = env_dir / "bin" / "ngramspec"
-    doctor = run([exe, "doctor", "--model", smollm2_path, "--max-batch", "4", "--threads", "2"], timeout=300, cwd=cwd)
-    assert "llama-cpp-python 0.3.36" in doctor.stdout
+    doctor = run([exe, "doctor", "--model", smollm2_path, "--max-batch", "4", "--threads", "2", "--no-trial"],
+                 timeout=300, cwd=cwd)
+    assert "llama-cpp-python 0.3.36, an exact build" in doctor.stdout
     assert "batch  invariant" in doctor.stdout and "exact speculation POSSIBLE" in doctor.stdout
 
     gen = run([exe, "generate", "--model", smollm2_path, "--max-tokens", "16", "--threads", "2", "--json",
@@ -124,3 +124,38 @@ def test_fresh_venv_runs_doctor_and_a_generation(built, tmp_path, smollm2_path):
     out = json.loads(gen.stdout)
     assert out["usage"]["completion_tokens"] >= 1 and out["choices"][0]["text"]
     assert out["speculative"]["used"] is True
+
+
+def test_a_stock_user_is_told_and_moved_to_the_exact_build(built, tmp_path, smollm2_path):
+    """Where users are: a plain `pip install llama-cpp-python`, then ngramspec. The
+    doctor names the problem and the command; the command (with the cached exact
+    wheel, so nothing is compiled here) turns the environment into the exact build."""
+    _, wheel = built
+    stock, exact = cached_llama_wheel("stock"), cached_llama_wheel("exact")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
+    py, exe = env_dir / "bin" / "python", env_dir / "bin" / "ngramspec"
+    run([py, "-m", "pip", "install", *PIP_QUIET, "--only-binary", ":all:", "-c", ROOT / "requirements-dev.txt",
+         stock, wheel], timeout=600)
+    doctor = [exe, "doctor", "--model", smollm2_path, "--max-batch", "4", "--threads", "2", "--no-trial"]
+    before = subprocess.run([str(c) for c in doctor], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env=clean_env())
+    assert before.returncode == 1, before.stdout + before.stderr     # exact speculation is not possible
+    assert "a stock build" in before.stdout and "LLAMAFILE" in before.stdout
+    assert "exact speculation NOT possible" in before.stdout
+    assert "ngramspec install-llama" in before.stdout
+
+    dry = run([exe, "install-llama", "--dry-run"], timeout=120, cwd=tmp_path)
+    assert "a stock build" in dry.stdout and str(exact) in dry.stdout and "nothing was changed" in dry.stdout
+    refused = subprocess.run([str(exe), "install-llama"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                             env=clean_env(), stdin=subprocess.DEVNULL)
+    assert refused.returncode != 0 and "--yes" in refused.stderr
+    info = ("import llama_cpp; print(llama_cpp.llama_print_system_info().decode())")
+    assert "LLAMAFILE = 1" in run([py, "-c", info], timeout=60).stdout     # nothing was changed
+
+    moved = run([exe, "install-llama", "--yes"], timeout=600, cwd=tmp_path)
+    assert "building" not in moved.stderr.lower(), moved.stderr      # the cached wheel, no compile
+    assert "an exact build" in moved.stdout
+    assert "LLAMAFILE = 1" not in run([py, "-c", info], timeout=60).stdout
+    after = run(doctor, timeout=300, cwd=tmp_path)
+    assert "an exact build" in after.stdout and "exact speculation POSSIBLE" in after.stdout

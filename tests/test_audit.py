@@ -95,8 +95,8 @@ def test_a_size_that_differs_in_real_generation_is_withdrawn_and_remembered(smol
     monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
     invariance_cache._process_priors.clear()
     invariance_cache._process_withdrawn.clear()
-    settings = {"flash_attn": True} if is_exact_build() else {}
-    llm = llama_cpp.Llama(smollm2_path, n_ctx=4096, n_threads=2, seed=0, verbose=False, **settings)
+    # Flash attention on the exact build; the stock build's own kernels in .venv-stock.
+    llm = llama_cpp.Llama(smollm2_path, n_ctx=4096, n_threads=2, seed=0, verbose=False, flash_attn=is_exact_build())
     try:
         stored = invariance_cache.load_or_check(llm, 9)      # the real verdict, written to the cache
         path = invariance_cache.cache_path(invariance_cache.fingerprint(llm))

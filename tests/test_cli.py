@@ -56,6 +56,12 @@ def test_doctor():
     assert p.returncode == 0, p.stderr
     assert "batch  invariant" in p.stdout and "verify cost" in p.stdout
     assert "exact speculation POSSIBLE" in p.stdout
+    # The exact build (this venv): a verdict per mode, from a trial of each.
+    assert "an exact build" in p.stdout
+    exact = next(line for line in p.stdout.splitlines() if line.strip().startswith("exact mode:"))
+    fast = next(line for line in p.stdout.splitlines() if line.strip().startswith("fast mode"))
+    assert "verifies with sizes 1, 2, 3, 4, 5, 6" in exact and "identical text" in exact, exact
+    assert "x plain's tokens per second" in fast and "tokens per pass" in fast, fast
 
 
 WORKLOAD_NAMES = ["code_completion", "code_editing", "structured_extraction", "grounded_qa", "open_prose",

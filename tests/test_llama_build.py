@@ -103,7 +103,7 @@ def test_no_write_access_to_the_environment_is_refused(monkeypatch, tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     monkeypatch.setattr(llama_build, "_site_packages", lambda: site)
-    monkeypatch.setattr(llama_build.os, "access", lambda path, mode: Path(path) != site)
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != site)
     current = llama_build.InstalledBuild("0.3.36", STOCK_INFO, "", True)
     with pytest.raises(llama_build.BuildError, match="no write access.*nothing was changed"):
         llama_build._check_writable(current)

@@ -15,8 +15,11 @@ The sampling rule (``AuditRule.wants``), for exact-mode passes of 2+ tokens:
   kernel that changes with the KV length is caught once per span, at a bounded
   cost whatever the context;
 - otherwise a pass is audited while the engine's audit time is at most
-  ``share`` (2%) of its verify time: the first speculative pass is always
-  audited, then about one pass in (share x passes per audit's cost).
+  ``share`` (1%) of its verify time: the first speculative pass is always
+  audited, then about one pass in (share x passes per audit's cost). The share
+  can overshoot by one audit (a few one-token decodes), which on short
+  generations is most of it: on the quick suite the audit took under 3% of
+  decode time (docs/exactness.md).
 """
 from __future__ import annotations
 
@@ -27,8 +30,9 @@ import numpy as np
 
 __all__ = ["AUDIT_SHARE", "AuditResult", "AuditRule", "audit_pass"]
 
-#: Audit time as a share of verify time (the cost goal is 3% of decode time).
-AUDIT_SHARE = 0.02
+#: Audit time as a share of verify time (the cost goal is 3% of decode time; at 2%,
+#: the overshoot of one audit made it 3.3% on the SmolLM2 quick suite).
+AUDIT_SHARE = 0.01
 
 
 @dataclass

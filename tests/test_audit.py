@@ -25,27 +25,27 @@ from plain import plain_tokens
 
 
 def test_single_tokens_are_never_audited():
-    assert not AuditRule().wants(1, 10)
+    assert not AuditRule().wants(1, 10, 0.0)
 
 
-def test_first_pass_is_audited_then_about_the_share():
+def test_passes_are_audited_within_the_share_of_verify_time():
     rule = AuditRule(certified_depth=10_000, share=0.1)
-    assert rule.wants(3, 50)           # nothing audited yet: 0 <= 0.1 * 0
-    rule.audited(1.0)
+    assert not rule.wants(3, 50, 0.5)     # nothing verified yet: any audit would exceed the share
     rule.verified(5.0)
-    assert not rule.wants(3, 60)       # 1.0 > 0.1 * 5
+    assert rule.wants(3, 60, 0.5)         # 0.5 <= 0.1 * 5
+    rule.audited(0.5)
+    assert not rule.wants(3, 70, 0.5)     # 1.0 > 0.1 * 5
     rule.verified(5.0)
-    assert rule.wants(3, 70)           # 1.0 <= 0.1 * 10
+    assert rule.wants(3, 80, 0.5)         # 1.0 <= 0.1 * 10
 
 
-def test_beyond_the_certified_depth_each_size_is_audited_once_per_span():
-    rule = AuditRule(certified_depth=300, share=0.0)
-    rule.audited(1.0)                  # the budget is spent: only new spans are audited
-    assert rule.wants(4, 400)          # 257-512, size 4: new
-    assert not rule.wants(4, 500)      # same span, same size
-    assert rule.wants(5, 500)          # another size
-    assert rule.wants(4, 513)          # 513-1024: a new span
-    assert not rule.wants(4, 200)      # inside the certified depth, budget spent
+def test_beyond_the_certified_depth_one_pass_per_span_is_audited():
+    rule = AuditRule(certified_depth=300, share=0.0)   # no budget: only new spans are audited
+    assert rule.wants(4, 400, 0.1)          # 257-512: new
+    assert not rule.wants(4, 500, 0.1)      # same span
+    assert not rule.wants(5, 500, 0.1)      # same span, another size
+    assert rule.wants(5, 513, 0.1)          # 513-1024: a new span
+    assert not rule.wants(4, 200, 0.1)      # inside the certified depth
 
 
 # -- the row comparison ---------------------------------------------------------
@@ -104,6 +104,7 @@ def test_a_size_that_differs_in_real_generation_is_withdrawn_and_remembered(smol
         trusting = InvarianceReport({b: BatchSizeResult(b, True, 0, 0.0, 0.01) for b in range(1, 10)}, 0.01,
                                     cost_curve=stored.cost_curve)
         engine = SpeculativeEngine(llm, invariance=trusting, max_draft=8, adaptive=False, invariance_cache=True)
+        engine._audit_rule.share = 1.0     # audit about every other pass, so a difference is seen for sure
         prompt = sources.chat_formatter(llm)(conversations()["multi_turn_refactor"])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

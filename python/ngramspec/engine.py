@@ -475,7 +475,7 @@ class _Run:
                 m = len(targets) - 1
                 if audit is not None:
                     audit.verified(t_verify)
-                    if audit.wants(k + 1, n_past + k + 1):
+                    if audit.wants(k + 1, n_past + k + 1, t_verify):
                         accept = functools.partial(self._accept, probs=draft.draft_probs, start=n_past + 1)
                         rows, targets, m = self._audit(decoder, batch, nxt, draft.tokens, rows, targets, n_past,
                                                        accept, audit, plan, stats)

@@ -16,12 +16,11 @@ The invariance check finds which sizes survive; this module names the causes.
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from . import llama_build
 
-__all__ = ["system_info", "build_features", "invariance_hazards", "is_exact_build", "INSTALL_COMMAND"]
+__all__ = ["system_info", "build_features", "invariance_hazards", "is_exact_build", "build_label", "INSTALL_COMMAND"]
 
 #: The command that rebuilds llama-cpp-python with the exact flags.
 INSTALL_COMMAND = "ngramspec install-llama"
@@ -65,8 +64,7 @@ def is_exact_build(info: str | None = None) -> bool:
     return llama_build.is_exact_build(system_info() if info is None else info)
 
 
-def tiled_kquant_note() -> str | None:
-    """The K-quant tiled matmul's state, read from the environment as llama.cpp reads it."""
-    if os.environ.get("GGML_CPU_TILED_MM") == "0":
-        return None
-    return "K-quant models: batches of 8+ rows take the tiled matmul (GGML_CPU_TILED_MM=0 turns it off)"
+def build_label(info: str | None = None) -> str:
+    """'an exact build (LLAMAFILE and REPACK off)' or 'a stock build', as doctor and
+    install-llama say it."""
+    return "an exact build (LLAMAFILE and REPACK off)" if is_exact_build(info) else "a stock build"

@@ -252,12 +252,12 @@ def _break_even(cost: list[float], k: int) -> float:
 def _doctor(args: argparse.Namespace) -> int:
     import llama_cpp
 
-    from .build_info import INSTALL_COMMAND, invariance_hazards, is_exact_build, system_info
+    from .build_info import INSTALL_COMMAND, build_label, invariance_hazards, is_exact_build, system_info
 
     info = system_info()
     exact_build = is_exact_build(info)
     print(f"llama-cpp-python {llama_cpp.__version__}, "
-          + ("an exact build (LLAMAFILE and REPACK off)" if exact_build else "a stock build") + f"\n{info}")
+          + build_label(info) + f"\n{info}")
     try:
         flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
     except (OSError, StopIteration):
@@ -451,7 +451,7 @@ def _install_llama(args: argparse.Namespace) -> int:
     print(p.describe())
     if p.version != llama_build.PINNED_VERSION:
         print(f"note: ngramspec is tested with llama-cpp-python {llama_build.PINNED_VERSION}, not {p.version}")
-    from .build_info import is_exact_build
+    from .build_info import build_label, is_exact_build
 
     cur = p.current
     same_kind = cur.importable and is_exact_build(cur.system_info) == (kind == "exact")
@@ -472,7 +472,7 @@ def _install_llama(args: argparse.Namespace) -> int:
         after = llama_build.install(p, rebuild=args.rebuild)
     except llama_build.BuildError as e:
         raise UserError(str(e)) from None
-    verdict = "an exact build (LLAMAFILE and REPACK off)" if is_exact_build(after.system_info) else "a stock build"
+    verdict = build_label(after.system_info)
     print(f"llama-cpp-python {after.version} installed: {verdict}. `ngramspec doctor` checks it with a model.")
     return 0
 

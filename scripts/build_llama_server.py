@@ -1,13 +1,14 @@
 """Build (once) llama.cpp's own ``llama-server`` from the llama.cpp that the pinned
-llama-cpp-python vendors, with the same flags as scripts/install_llama_cpp.py,
-so the benchmark can compare its ``--spec-type ngram-*`` modes on the same
-kernels. Optional: only ``ngramspec bench --llama-server PATH`` uses it.
+llama-cpp-python vendors, with the same flags as scripts/install_llama_cpp.py
+(exact, or with --stock as a plain ``pip install`` builds it), so the benchmark
+can compare its ``--spec-type ngram-*`` modes on the same kernels. Optional: only
+``ngramspec bench --llama-server PATH`` uses it.
 
 The source comes from the llama-cpp-python sdist on PyPI; nothing is committed.
 The binary is cached at ``<cache>/llama-server/<version>-<hash of flags>/bin/llama-server``
 and that path is printed last.
 
-Usage: python scripts/build_llama_server.py [--rebuild]
+Usage: python scripts/build_llama_server.py [--stock] [--rebuild]
 """
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from install_llama_cpp import LLAMA_CPP_PYTHON_VERSION, cache_root, cmake_args  # noqa: E402
+from install_llama_cpp import load_llama_build  # noqa: E402
+
+LLAMA_BUILD = load_llama_build()
+LLAMA_CPP_PYTHON_VERSION: str = LLAMA_BUILD.PINNED_VERSION
 
 SERVER_FLAGS = ["-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_CURL=OFF",
                 "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DCMAKE_BUILD_TYPE=Release"]
@@ -30,15 +34,16 @@ SERVER_FLAGS = ["-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_CU
 
 def server_dir(args: list[str]) -> Path:
     digest = hashlib.sha256("\n".join([LLAMA_CPP_PYTHON_VERSION] + args).encode()).hexdigest()[:16]
-    return cache_root() / "llama-server" / f"{LLAMA_CPP_PYTHON_VERSION}-{digest}"
+    return LLAMA_BUILD.cache_root() / "llama-server" / f"{LLAMA_CPP_PYTHON_VERSION}-{digest}"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stock", action="store_true", help="the flags of a plain `pip install llama-cpp-python`")
     ap.add_argument("--rebuild", action="store_true")
     opts = ap.parse_args()
     # The wheel's flags, minus the ones that switch the tools off, plus the server's.
-    args = [a for a in cmake_args() if not a.startswith(("-DLLAMA_BUILD_TOOLS", "-DLLAMA_BUILD_SERVER"))]
+    args = [a for a in LLAMA_BUILD.cmake_args("stock" if opts.stock else "exact") if not a.startswith(("-DLLAMA_BUILD_TOOLS", "-DLLAMA_BUILD_SERVER"))]
     args += SERVER_FLAGS
     dest = server_dir(args)
     binary = dest / "bin" / "llama-server"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import tempfile
 import time
@@ -383,6 +384,7 @@ def _trial(llm: Any, max_draft: int) -> dict[str, str]:
 
 def _bench(args: argparse.Namespace) -> int:
     from .suite import run_suite
+    from .suite.other_build import OtherBuildError
     from .suite.sources import MissingMaterial
 
     if args.rounds < 1:
@@ -399,6 +401,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.llama_server and not Path(args.llama_server).is_file():
         raise UserError(f"--llama-server: no such file {args.llama_server!r} (build it with "
                         "scripts/build_llama_server.py)")
+    if args.other_build and not (os.path.isfile(args.other_build) and os.access(args.other_build, os.X_OK)):
+        raise UserError(f"--other-build: {args.other_build!r} is not an executable Python (give a venv's "
+                        "bin/python)")
     if args.serve:
         import importlib.util
 
@@ -427,9 +432,12 @@ def _bench(args: argparse.Namespace) -> int:
         md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=out_dir, threads=args.threads,
                        methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
                        server_modes=args.server_modes.split(",") if args.server_modes else (),
-                       serve=args.serve, command="ngramspec bench " + " ".join(sys.argv[2:]))
+                       serve=args.serve, other_python=args.other_build,
+                       command="ngramspec bench " + " ".join(sys.argv[2:]))
     except MissingMaterial as e:
         raise UserError(str(e)) from None
+    except OtherBuildError as e:
+        raise UserError(f"--other-build {args.other_build}: {e}") from None
     except ValueError as e:
         if "chat template" in str(e):  # the model cannot run the chat workloads
             raise UserError(f"--model {args.model}: {e}") from None
@@ -557,6 +565,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run llama.cpp's llama-server (built by scripts/build_llama_server.py) in each mode")
     b.add_argument("--server-modes", default=None,
                    help="comma-separated llama-server modes (default: none and every ngram-* mode)")
+    b.add_argument("--other-build", default=None, metavar="PYTHON",
+                   help="also run plain, ngramspec and ngramspec fast on another Python's llama-cpp-python build "
+                        "(e.g. a stock venv's python, or the exact build's), interleaved with the rest")
     b.add_argument("--serve", action="store_true",
                    help="also run `ngramspec serve` over HTTP (same model, n_ctx, threads): its decode speed, "
                         "end-to-end latency per request and HTTP overhead against in-process ngramspec")

@@ -10,9 +10,11 @@ from pathlib import Path
 def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: str,
               threads: int | None = None, methods: Sequence[str] | None = None, rss: bool = True,
               plot: bool = True, progress: bool = True, server: str | None = None,
-              server_modes: Sequence[str] = (), serve: bool = False) -> Path:
+              server_modes: Sequence[str] = (), serve: bool = False, other_python: str | None = None) -> Path:
     """Runs the whole suite and writes its report; returns the Markdown file's path.
-    serve: also run ``ngramspec serve`` over HTTP (method "ngramspec serve")."""
+    serve: also run ``ngramspec serve`` over HTTP (method "ngramspec serve").
+    other_python: also run plain, ngramspec and ngramspec fast on that Python's
+    llama-cpp-python build (runner.Suite)."""
     from ..provenance import git_commit
     from . import report, runner, sources, summary
 
@@ -21,7 +23,7 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
     sources.check_installed(plots=plot)
     suite = runner.Suite(model, quick=quick, threads=threads, methods=tuple(methods or runner.METHODS),
                          progress=progress, server=server, server_modes=tuple(server_modes),
-                         serve=serve)
+                         serve=serve, other_python=other_python)
     peaks: dict[str, float] = {}
     try:
         runs = suite.run(rounds)

@@ -65,6 +65,48 @@ def table(report: dict[str, Any]) -> list[str]:
     return rows
 
 
+def builds_table(report: dict[str, Any]) -> list[str]:
+    """The table over stock plain, when the report ran two builds side by side
+    (``ngramspec bench --other-build``): each build's plain, exact and fast mode as a
+    speed-up over the stock build's plain decoding, text identity with the same
+    build's plain decoding, and llama-server's best n-gram mode when it ran."""
+    local, other = report["build"], report["other_build"]
+    name = {f"{local} {m}": m for m in ("plain", "ngramspec", "ngramspec fast")}
+    name.update({m: m for m in other["methods"]})
+    stock_plain = "plain" if local == "stock" else other["plain"]   # the baseline
+    servers = [m for m in report["methods"] if m.startswith(SERVER_PREFIX)]
+    cols = [(f"{b} {kind}", f"{b} {m}") for b in ("stock", "exact-build")
+            for kind, m in (("plain", "plain"), ("exact", "ngramspec"), ("fast", "ngramspec fast"))]
+    head = ["workload", "stock plain tok/s"] + [c for c, _ in cols[1:]]
+    if servers:
+        head.append("llama-server best n-gram mode (stock flags)" if local == "stock" else
+                    "llama-server best n-gram mode")
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for w in report["workloads"]:
+        m = w["methods"]
+        base = m[stock_plain]
+
+        def cell(method: str, m: dict[str, Any] = m, base: dict[str, Any] = base) -> str:
+            f = m.get(method)
+            if not f or f["failed"] or not f["decode_tok_s"]:
+                return "-"
+            # Run from the stock build, a method's speed-ups are already round by round
+            # over stock plain; otherwise the ratio of median speeds.
+            ratio = (median_or_nan(f["speedups"]) if stock_plain == "plain"
+                     else f["decode_tok_s"] / base["decode_tok_s"])
+            text = _x(ratio)
+            if not method.endswith("plain"):
+                text += " =" if f["identical"] else f" ({f['diverged']} div. in {f['tokens']} tok)"
+            return text
+
+        cells = [w["name"], f"{base['decode_tok_s']:.1f}"] + [cell(name[key]) for _, key in cols[1:]]
+        if servers:
+            best = max(servers, key=lambda s: m[s]["decode_tok_s"] or 0.0)
+            cells.append(f"{_x(m[best]['decode_tok_s'] / base['decode_tok_s'])} ({best[len(SERVER_PREFIX):]})")
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
 def main(paths: list[str]) -> int:
     if not paths:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
@@ -72,7 +114,8 @@ def main(paths: list[str]) -> int:
     for p in paths:
         report = json.loads(Path(p).read_text())
         print(f"**{report['model']}** ({report['machine']}; commit {report['commit']}; `{report['command']}`)\n")
-        print("\n".join(table(report)) + "\n")
+        rows = builds_table(report) if "other_build" in report else table(report)
+        print("\n".join(rows) + "\n")
     return 0
 
 

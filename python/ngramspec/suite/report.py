@@ -31,11 +31,26 @@ def _pct(v: float) -> str:
 def machine(suite: Suite) -> str:
     import llama_cpp
 
+    from ..build_info import build_label
     from ..provenance import cpu_name
 
     return (f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"llama-cpp-python {llama_cpp.__version__} (built by scripts/install_llama_cpp.py), "
+            f"llama-cpp-python {llama_cpp.__version__} ({build_label()}), "
             f"n_threads={suite.threads}, n_threads_batch={suite.threads_batch}")
+
+
+def builds_line(suite: Suite) -> list[str]:
+    """Which methods ran on which build, when a second build took part."""
+    other = suite.other
+    if other is None:
+        return []
+    from ..build_info import build_label
+
+    return [f"- Two llama.cpp builds, side by side: 'plain', 'ngramspec' and the rest ran on this process's "
+            f"({build_label()}); {', '.join(repr(m) for m in other.methods)} ran on "
+            f"{build_label(other.info['system_info'])} (llama-cpp-python {other.info['version']}, "
+            f"{other.info['python']}). Every speed-up is over 'plain'; each method's identity is with its own "
+            "build's plain decoding."]
 
 
 def slug(model: str) -> str:
@@ -54,6 +69,7 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
         "",
         f"- Machine: {machine(suite)}.",
         f"- Commit: {commit}. Command: `{command}`.",
+        *builds_line(suite),
         f"- {rounds} interleaved round(s); within a round each prompt runs every method back to back, in an "
         "order that rotates by round. Greedy decoding. Figures are medians over rounds; "
         "(a-b) is the spread (min-max) over rounds.",
@@ -293,6 +309,13 @@ def to_json(suite: Suite, figs: Sequence[WorkloadFigures], runs: Sequence[Run], 
             "goal": HTTP_OVERHEAD_GOAL,
             "median": _median([v for h in rows for v in h.overhead]),
             "workloads": [{**asdict(h), "overhead_median": h.overhead_median} for h in rows]}
+    from ..build_info import is_exact_build
+
+    extra["build"] = "exact-build" if is_exact_build() else "stock"
+    if suite.other is not None:
+        extra["other_build"] = {"label": suite.other.label, "methods": list(suite.other.methods),
+                                "plain": suite.other.plain, "version": suite.other.info["version"],
+                                "system_info": suite.other.info["system_info"]}
     return {
         "model": suite.model, "quick": suite.quick, "machine": machine(suite), "command": command,
         "commit": commit, "methods": list(suite.methods), "all_methods": list(METHODS),

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import sources
+from .other_build import OtherBuild
 from .sources import Item, Workload
 
 METHODS = ("plain", "prompt lookup", "ngramspec")
@@ -158,6 +159,77 @@ def draft_proposer(engine: Any) -> Any:
     return next((p for p in engine.proposers if getattr(p, "gate", None) is not None), None)
 
 
+class InProcessMethods:
+    """The methods that run in this process's llama-cpp-python: plain, prompt lookup
+    and the ngramspec engines, all on one Llama (the draft-model methods on a
+    second). ``Suite`` holds one; a worker in another Python holds another
+    (other_build.py)."""
+
+    def __init__(self, llm: Any, engines: dict[str, Any], lookup: Any = None, draft_llm: Any = None) -> None:
+        self.llm, self.engines, self.lookup, self.draft_llm = llm, engines, lookup, draft_llm
+
+    def run_once(self, method: str, workload: str, item: Item, round_: int) -> Run:
+        clock = FirstTokenClock()
+        stop = item.stop or None
+        t0 = time.perf_counter()
+        try:
+            if method in PREDICTION_METHODS:
+                return self._run_predicted(method, workload, item, round_, clock, t0)
+            if method in self.engines:
+                self.llm.reset()
+                engine = self.engines[method]
+                drafter = draft_proposer(engine)
+                if drafter is not None:
+                    self.draft_llm.reset()   # no draft prompt cached from another method's run
+                    before = _draft_counters(drafter)
+                    t0 = time.perf_counter()
+                gen = engine.generate(item.prompt, max_tokens=item.max_tokens, stop=stop, stopping_criteria=clock)
+                t1 = time.perf_counter()
+                stats = gen.stats.to_dict()
+                if drafter is not None:
+                    stats["draft_model"] = _draft_stats(drafter, before, engine)
+                return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
+                           len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=stats)
+            llm = self.llm if method == "plain" else self.lookup
+            assert llm is not None, f"{method} has no Llama"
+            llm.reset()
+            out = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=stop,
+                                        stopping_criteria=clock)
+            t1 = time.perf_counter()
+            return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
+                       out["usage"]["completion_tokens"], out["choices"][0]["text"])
+        except Exception as e:  # a peer failing on a prompt is a result, not the end of the benchmark
+            if method in self.engines:
+                raise
+            return Run(method, workload, item.label, round_, 0.0, 0.0, 0, "", error=f"{type(e).__name__}: {e}")
+
+    def _run_predicted(self, method: str, workload: str, item: Item, round_: int, clock: FirstTokenClock,
+                       t0: float) -> Run:
+        prediction = item.prediction if method == "ngramspec+prediction" else item.wrong_prediction
+        if prediction is None:
+            raise ValueError(f"{method} needs an item with a prediction; {item.label!r} has none")
+        self.llm.reset()
+        gen = self.engines[method].generate(item.prompt, max_tokens=item.max_tokens, stop=item.stop or None,
+                                            stopping_criteria=clock, prediction=prediction)
+        t1 = time.perf_counter()
+        return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
+                   len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=gen.stats.to_dict())
+
+
+def _run_server(server: Any, method: str, workload: str, item: Item, round_: int) -> Run:
+    """One run of a method that is a server over HTTP (llama-server, ``ngramspec serve``)."""
+    try:
+        out = server.complete(item.prompt, item.max_tokens, item.stop)
+    except Exception as e:  # a peer failing on a prompt is a result, not the end of the benchmark
+        return Run(method, workload, item.label, round_, 0.0, 0.0, 0, "", error=f"{type(e).__name__}: {e}")
+    t = out["timings"]
+    stats = {"drafted_tokens": t.get("draft_n", 0), "accepted_tokens": t.get("draft_n_accepted", 0)}
+    if "latency_s" in out:   # ngramspec serve: the client's end-to-end time, and the server's split
+        stats.update(latency_s=out["latency_s"], prompt_ms=t["prompt_ms"], predicted_ms=t["predicted_ms"])
+    return Run(method, workload, item.label, round_, t["prompt_ms"] / 1e3, t["predicted_ms"] / 1e3,
+               int(t["predicted_n"]), out["content"], stats=stats)
+
+
 class Suite:
     """The loaded models, the measured build facts and the workloads of one benchmark.
 
@@ -169,12 +241,17 @@ class Suite:
         adds one method per ``server_modes`` entry, "llama-server <mode>".
     serve: also run ``ngramspec serve`` (SERVE_METHOD) in a subprocess on the same
         model file, n_ctx and threads, driven over HTTP (ngramspec_server.py).
+    other_python: a Python whose llama-cpp-python is another build (a stock venv's,
+        or the exact build's): plain, ngramspec and ngramspec fast also run there,
+        interleaved with the rest, named after that build ("stock plain",
+        "exact-build ngramspec", ...; other_build.py).
     """
 
     def __init__(self, model: str, *, quick: bool, n_ctx: int = 4096, threads: int | None = None,
                  methods: tuple[str, ...] = METHODS, progress: bool = True, server: str | None = None,
                  server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
-                 trace: bool = False, cost: Any = None, serve: bool = False) -> None:
+                 trace: bool = False, cost: Any = None, serve: bool = False,
+                 other_python: str | None = None) -> None:
         from ..costcurve import measure_verify_cost
         from ..invariance import check_batch_invariance
 
@@ -209,8 +286,15 @@ class Suite:
         if trace:   # every ngramspec pass recorded in stats.trace (SpeculativeEngine(trace=True))
             for e in self.engines.values():
                 e.trace = True
+        for m in self.methods:  # plan and cost curve now, not inside a timed run
+            if m in self.engines:
+                self.engines[m].prepare()
+        self.local = InProcessMethods(self.llm, self.engines, self.lookup, self.draft_llm)
         self.servers: dict[str, Any] = {}
+        self.other: OtherBuild | None = None
         try:
+            if other_python:
+                self.other = OtherBuild(other_python, self.path, n_ctx, threads, progress=progress)
             if serve:
                 from .ngramspec_server import NgramspecServer
 
@@ -225,11 +309,20 @@ class Suite:
         except BaseException:
             self.close()
             raise
-        self.methods += tuple(self.servers)
+        self.methods += tuple(self.servers) + (tuple(self.other.methods) if self.other is not None else ())
+
+    def same_build_plain(self, method: str) -> str:
+        """The plain decoding on ``method``'s build: what its text is compared with."""
+        if self.other is not None and method in self.other.methods:
+            return self.other.plain
+        return "plain"
 
     def close(self) -> None:
         for srv in getattr(self, "servers", {}).values():
             srv.close()
+        other = getattr(self, "other", None)
+        if other is not None:
+            other.close()
         self.llm.close()
         if self.lookup is not None:
             self.lookup.close()
@@ -243,59 +336,11 @@ class Suite:
         raise KeyError(name)
 
     def run_once(self, method: str, workload: str, item: Item, round_: int) -> Run:
-        clock = FirstTokenClock()
-        stop = item.stop or None
-        t0 = time.perf_counter()
-        try:
-            if method in PREDICTION_METHODS:
-                return self._run_predicted(method, workload, item, round_, clock, t0)
-            if method in self.engines:
-                self.llm.reset()
-                engine = self.engines[method]
-                drafter = draft_proposer(engine)
-                if drafter is not None:
-                    self.draft_llm.reset()   # no draft prompt cached from another method's run
-                    before = _draft_counters(drafter)
-                    t0 = time.perf_counter()
-                gen = engine.generate(item.prompt, max_tokens=item.max_tokens, stop=stop, stopping_criteria=clock)
-                t1 = time.perf_counter()
-                stats = gen.stats.to_dict()
-                if drafter is not None:
-                    stats["draft_model"] = _draft_stats(drafter, before, engine)
-                return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
-                           len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=stats)
-            if method in self.servers:
-                out = self.servers[method].complete(item.prompt, item.max_tokens, item.stop)
-                t = out["timings"]
-                stats = {"drafted_tokens": t.get("draft_n", 0), "accepted_tokens": t.get("draft_n_accepted", 0)}
-                if "latency_s" in out:   # ngramspec serve: the client's end-to-end time, and the server's split
-                    stats.update(latency_s=out["latency_s"], prompt_ms=t["prompt_ms"], predicted_ms=t["predicted_ms"])
-                return Run(method, workload, item.label, round_, t["prompt_ms"] / 1e3, t["predicted_ms"] / 1e3,
-                           int(t["predicted_n"]), out["content"], stats=stats)
-            llm = self.llm if method == "plain" else self.lookup
-            assert llm is not None, f"{method} has no Llama"
-            llm.reset()
-            out = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=stop,
-                                        stopping_criteria=clock)
-            t1 = time.perf_counter()
-            return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
-                       out["usage"]["completion_tokens"], out["choices"][0]["text"])
-        except Exception as e:  # a peer failing on a prompt is a result, not the end of the benchmark
-            if method in self.engines:
-                raise
-            return Run(method, workload, item.label, round_, 0.0, 0.0, 0, "", error=f"{type(e).__name__}: {e}")
-
-    def _run_predicted(self, method: str, workload: str, item: Item, round_: int, clock: FirstTokenClock,
-                       t0: float) -> Run:
-        prediction = item.prediction if method == "ngramspec+prediction" else item.wrong_prediction
-        if prediction is None:
-            raise ValueError(f"{method} needs an item with a prediction; {item.label!r} has none")
-        self.llm.reset()
-        gen = self.engines[method].generate(item.prompt, max_tokens=item.max_tokens, stop=item.stop or None,
-                                            stopping_criteria=clock, prediction=prediction)
-        t1 = time.perf_counter()
-        return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
-                   len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=gen.stats.to_dict())
+        if method in self.servers:
+            return _run_server(self.servers[method], method, workload, item, round_)
+        if self.other is not None and method in self.other.methods:
+            return self.other.run_once(method, workload, item, round_)
+        return self.local.run_once(method, workload, item, round_)
 
     def run(self, rounds: int) -> list[Run]:
         """Every method on every item, ``rounds`` times. Within a round each item

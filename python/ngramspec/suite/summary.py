@@ -72,6 +72,9 @@ def summarize(suite: Suite, runs: Sequence[Run], workloads: Sequence[str] | None
             continue
         mine = [r for r in runs if r.workload == w.name]
         plain = {(r.item, r.round): r for r in mine if r.method == "plain"}
+        by_method: dict[str, dict[tuple[str, int], Run]] = {}
+        for r in mine:
+            by_method.setdefault(r.method, {})[(r.item, r.round)] = r
         methods: dict[str, MethodFigures] = {}
         for m in suite.methods:
             runs_m = [r for r in mine if r.method == m]
@@ -86,7 +89,9 @@ def summarize(suite: Suite, runs: Sequence[Run], workloads: Sequence[str] | None
                     rates.append(_rate(these))
                     prefills.append(sum(r.prefill_s for r in these))
                     speedups.append(_rate(these) / _rate(base))
-            diverged = sum(r.text != plain[(r.item, r.round)].text for r in ok)
+            # Identity is with the plain decoding of the method's own build.
+            reference = by_method.get(suite.same_build_plain(m), plain)
+            diverged = sum(r.text != reference[(r.item, r.round)].text for r in ok)
             errors = [r.error for r in runs_m if r.error]
             methods[m] = MethodFigures(statistics.median(rates) if rates else math.nan,
                                        statistics.median(prefills) if prefills else math.nan,

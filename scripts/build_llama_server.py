@@ -43,7 +43,8 @@ def main() -> int:
     ap.add_argument("--rebuild", action="store_true")
     opts = ap.parse_args()
     # The wheel's flags, minus the ones that switch the tools off, plus the server's.
-    args = [a for a in LLAMA_BUILD.cmake_args("stock" if opts.stock else "exact") if not a.startswith(("-DLLAMA_BUILD_TOOLS", "-DLLAMA_BUILD_SERVER"))]
+    wheel_args = LLAMA_BUILD.cmake_args("stock" if opts.stock else "exact")
+    args = [a for a in wheel_args if not a.startswith(("-DLLAMA_BUILD_TOOLS", "-DLLAMA_BUILD_SERVER"))]
     args += SERVER_FLAGS
     dest = server_dir(args)
     binary = dest / "bin" / "llama-server"

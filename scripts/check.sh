@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Static checks: ruff (lint + import order), mypy (strict for python/ngramspec), and
-# a -Werror build of the C++ core (-Wall -Wextra, NGRAMSPEC_WERROR=ON) into
-# build/werror, never into .venv. Runs every check and fails if any failed.
-# Not gated in .ci/run yet (README, Development). Config: pyproject.toml [tool.ruff],
-# [tool.mypy]; the same checks run as pre-commit hooks (.pre-commit-config.yaml).
+# Static checks: ruff (lint + import order), mypy (strict for python/ngramspec), a
+# -Werror build of the C++ core (-Wall -Wextra, NGRAMSPEC_WERROR=ON) into
+# build/werror, never into .venv, and docs: mkdocs builds docs/ (mkdocs.yml) with
+# --strict into build/site, failing on a link to a missing page or heading, and
+# scripts/check_links.py checks that README.md's relative links name files that exist.
+# Runs every check and fails if any failed. .ci/run runs it (docs/development.md).
+# Config: pyproject.toml [tool.ruff], [tool.mypy], mkdocs.yml; ruff, mypy and werror
+# also run as pre-commit hooks (.pre-commit-config.yaml).
 #
-# Usage: bash scripts/check.sh [ruff|mypy|werror ...]     (default: all three)
+# Usage: bash scripts/check.sh [ruff|mypy|werror|docs ...]     (default: all four)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 BIN=$(dirname "$PY")
 export PATH="$BIN:$PATH"
 checks=("$@")
-[ ${#checks[@]} -gt 0 ] || checks=(ruff mypy werror)
+[ ${#checks[@]} -gt 0 ] || checks=(ruff mypy werror docs)
 failed=()
 
 for check in "${checks[@]}"; do
@@ -45,8 +48,16 @@ for check in "${checks[@]}"; do
             else
                 failed+=(werror)
             fi ;;
+        docs)
+            # No --quiet: mkdocs 1.6.1 then drops the warnings before --strict counts them,
+            # and a broken link passes. The build log is shown only when it fails.
+            if ! log=$("$PY" -m mkdocs build --strict -d build/site 2>&1); then
+                echo "$log"
+                failed+=(docs)
+            fi
+            "$PY" scripts/check_links.py README.md || failed+=(readme-links) ;;
         *)
-            echo "check.sh: unknown check '$check' (ruff, mypy, werror)" >&2; exit 2 ;;
+            echo "check.sh: unknown check '$check' (ruff, mypy, werror, docs)" >&2; exit 2 ;;
     esac
 done
 

@@ -62,6 +62,7 @@ def test_doctor():
     fast = next(line for line in p.stdout.splitlines() if line.strip().startswith("fast mode"))
     assert "verifies with sizes 1, 2, 3, 4, 5, 6" in exact and "identical text" in exact, exact
     assert "x plain's tokens per second" in fast and "tokens per pass" in fast, fast
+    assert "first divergences from plain: " in fast and "per 1,000" in fast, fast
 
 
 WORKLOAD_NAMES = ["code_completion", "code_editing", "structured_extraction", "grounded_qa", "open_prose",

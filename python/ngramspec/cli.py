@@ -555,7 +555,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", allow_abbrev=False,
                        help="plain vs prompt lookup vs ngramspec on real workloads, with a report")
     b.add_argument("--model", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
-    b.add_argument("--quick", action="store_true", help="one short prompt per workload, one round unless --rounds (~1-2 minutes a round)")
+    b.add_argument("--quick", action="store_true",
+                   help="one short prompt per workload, one round unless --rounds (~1-2 minutes a round)")
     b.add_argument("--rounds", type=int, default=None,
                    help="interleaved rounds (default: 3, or 1 with --quick)")
     b.add_argument("--threads", type=int, default=None,

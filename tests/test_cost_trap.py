@@ -76,7 +76,11 @@ def test_a_loaded_start_up_curve_is_corrected_online(llm1, invariance1):
     assert s.tokens_per_forward >= 2.0, (s.verify_batch_sizes, s.relative_costs)
     assert s.explored_passes >= 1
     assert s.cost_curve_origin.startswith("cached") and "corrected online" in s.cost_curve_origin
-    assert s.relative_costs[9] < 0.7 * 9 and s.speculation_off_reason is None
+    # Corrected below the loaded cap (r(9) = 9), not to a set figure: the real r(9) is this
+    # machine's and moves with its load (4.5-7.9 over repeated runs here; 7.5 on an AVX2 EPYC's
+    # exact build), so a tighter bound is a timing assertion. Speculation paying at all is the
+    # tokens_per_forward check above.
+    assert s.relative_costs[9] < 0.95 * 9 and s.speculation_off_reason is None
 
 
 def test_a_burst_of_load_mid_generation_does_not_pin_the_curve(llm1, invariance1):

@@ -289,9 +289,7 @@ class Suite:
         for m in self.methods:  # plan and cost curve now, not inside a timed run
             if m in self.engines:
                 self.engines[m].prepare()
-        self.local = InProcessMethods(self.llm, self.engines, self.lookup, self.draft_llm)
         self.servers: dict[str, Any] = {}
-        self.other: OtherBuild | None = None
         try:
             if other_python:
                 self.other = OtherBuild(other_python, self.path, n_ctx, threads, progress=progress)
@@ -310,6 +308,15 @@ class Suite:
             self.close()
             raise
         self.methods += tuple(self.servers) + (tuple(self.other.methods) if self.other is not None else ())
+
+    # A second build's worker (other_build.py), when one was asked for.
+    other: OtherBuild | None = None
+
+    @property
+    def local(self) -> InProcessMethods:
+        """The methods that run in this process, on the suite's current Llama and engines
+        (a test or bench script may build a Suite by hand and swap them)."""
+        return InProcessMethods(self.llm, self.engines, self.lookup, getattr(self, "draft_llm", None))
 
     def same_build_plain(self, method: str) -> str:
         """The plain decoding on ``method``'s build: what its text is compared with."""

@@ -42,8 +42,7 @@ def main() -> int:
         print(" ".join(args) or "(no flags)")
         print(folder)
         return 0
-    current = lb.installed_build()
-    plan = lb.Plan(kind, lb.PINNED_VERSION, args, folder, lb.cached_wheel(folder), current)
+    plan = lb.plan(kind, lb.PINNED_VERSION)
     if opts.dry_run:
         print(plan.describe())
         print("dry run: nothing was changed")

@@ -6,8 +6,9 @@ real verify passes: it decodes the pass's accepted tokens again one at a time,
 as plain decoding would, and compares every logits row it used bit for bit.
 An audited pass is always right: when a row differs, the pass's tokens are taken
 from the one-token rows instead, and the batch size is withdrawn at once (for
-this engine, for every engine of the process on the same setup, and in the
-on-disk cache), with a warning that says what was seen.
+this engine; in the invariance report it shares, so plans built from that report
+afterwards leave it out, while another engine's plan built before keeps it; and
+in the on-disk cache, for later processes), with a warning that says what was seen.
 
 The sampling rule (``AuditRule.wants``), for exact-mode passes of 2+ tokens:
 - beyond the certified depth, the first pass (of any size of 2+) in each

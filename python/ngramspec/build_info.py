@@ -20,7 +20,8 @@ from typing import Any
 
 from . import llama_build
 
-__all__ = ["system_info", "build_features", "invariance_hazards", "is_exact_build", "build_label", "INSTALL_COMMAND"]
+__all__ = ["system_info", "build_features", "invariance_hazards", "is_exact_build", "build_label", "build_tag",
+           "INSTALL_COMMAND"]
 
 #: The command that rebuilds llama-cpp-python with the exact flags.
 INSTALL_COMMAND = "ngramspec install-llama"
@@ -68,3 +69,9 @@ def build_label(info: str | None = None) -> str:
     """'an exact build (LLAMAFILE and REPACK off)' or 'a stock build', as doctor and
     install-llama say it."""
     return "an exact build (LLAMAFILE and REPACK off)" if is_exact_build(info) else "a stock build"
+
+
+def build_tag(info: str | None = None) -> str:
+    """'exact-build' or 'stock': the benchmark's short name for a build (its methods'
+    prefix, e.g. "stock ngramspec fast")."""
+    return "exact-build" if is_exact_build(info) else "stock"

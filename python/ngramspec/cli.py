@@ -259,11 +259,9 @@ def _doctor(args: argparse.Namespace) -> int:
     exact_build = is_exact_build(info)
     print(f"llama-cpp-python {llama_cpp.__version__}, "
           + build_label(info) + f"\n{info}")
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        flags = ""
-    cpu_amx = "amx_tile" in flags
+    from .llama_build import cpu_flags
+
+    cpu_amx = "amx_tile" in cpu_flags()
     build_amx = "AMX" in info
     print(f"AMX: CPU {'has' if cpu_amx else 'lacks'} it; "
           f"this llama.cpp build {'uses' if build_amx else 'does not use'} it"

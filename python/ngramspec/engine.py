@@ -267,9 +267,10 @@ class SpeculativeEngine:
 
     def _withdraw(self, size: int, start: int, result: AuditResult, rows_checked: int, plan: VerifyPlan,
                   stats: GenerationStats) -> None:
-        """The audit saw a batch of ``size`` differ from one-token decoding: no pass
-        of this engine, of this process on this setup, or (with the cache) of later
-        processes uses it again in exact mode. Says so in a warning."""
+        """The audit saw a batch of ``size`` differ from one-token decoding: no later
+        pass of this engine uses it in exact mode, nor does a plan built afterwards from
+        the same invariance report (an engine planned before keeps its plan) or (with
+        the cache) a later process. Says so in a warning."""
         from . import invariance_cache
         from .build_info import invariance_hazards
 

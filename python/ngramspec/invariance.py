@@ -178,7 +178,7 @@ class InvarianceReport:
 
     @property
     def invariant_sizes(self) -> list[int]:
-        return [b for b, r in sorted(self.results.items()) if r.invariant and b not in self.withdrawn]
+        return [b for b in sorted(self.results) if self.allows(b)]
 
     def relative_costs(self) -> dict[int, float]:
         """{B: r(B)}: ``cost_curve.relative`` when a curve is attached (see its
@@ -210,7 +210,7 @@ class InvarianceReport:
         """Largest B such that every size 1..B is invariant (0 if even 1 is not)."""
         best = 0
         for b in sorted(self.results):
-            if not self.results[b].invariant or b in self.withdrawn:
+            if not self.allows(b):
                 break
             best = b
         return best

@@ -68,12 +68,9 @@ _process_withdrawn: dict[str, dict[int, str]] = {}
 
 
 def _cache_root() -> Path:
-    env = os.environ.get("NGRAMSPEC_CACHE_DIR")
-    if env:
-        return Path(env).expanduser() / "invariance"
-    from platformdirs import user_cache_dir
+    from .llama_build import cache_root
 
-    return Path(user_cache_dir("ngramspec")) / "invariance"
+    return cache_root() / "invariance"
 
 
 def _file_stamp(path: Path) -> list[Any]:
@@ -89,6 +86,8 @@ def fingerprint(llm: Any) -> dict[str, Any]:
     time, not hashed, so building the key costs microseconds."""
     import llama_cpp
 
+    from .build_info import system_info
+
     cp, mp = llm.context_params, llm.model_params
     lib_dir = Path(llama_cpp.__file__).parent / "lib"
     libs = sorted(_file_stamp(p) for p in lib_dir.glob("*") if p.is_file()) if lib_dir.is_dir() else []
@@ -102,7 +101,7 @@ def fingerprint(llm: Any) -> dict[str, Any]:
         "format": _FORMAT,
         "model": [str(model)] + _file_stamp(model),
         "llama_cpp": llama_cpp.__version__,
-        "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+        "system_info": system_info(),
         "libraries": libs,
         "settings": {k: (int(v) if isinstance(v, bool) else v) for k, v in settings.items()},
     }

@@ -94,12 +94,9 @@ MODELS: dict[str, ModelSpec] = {
 
 def cache_dir() -> Path:
     """Where models are kept; ``$NGRAMSPEC_CACHE_DIR`` overrides the user cache."""
-    env = os.environ.get("NGRAMSPEC_CACHE_DIR")
-    if env:
-        return Path(env).expanduser() / "models"
-    from platformdirs import user_cache_dir
+    from .llama_build import cache_root
 
-    return Path(user_cache_dir("ngramspec")) / "models"
+    return cache_root() / "models"
 
 
 def _sha256(path: Path) -> str:

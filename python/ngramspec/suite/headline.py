@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .other_build import OTHER_BUILD_METHODS
+
 SERVER_PREFIX = "llama-server ngram-"
 
 
@@ -71,12 +73,12 @@ def builds_table(report: dict[str, Any]) -> list[str]:
     speed-up over the stock build's plain decoding, text identity with the same
     build's plain decoding, and llama-server's best n-gram mode when it ran."""
     local, other = report["build"], report["other_build"]
-    name = {f"{local} {m}": m for m in ("plain", "ngramspec", "ngramspec fast")}
+    name = {f"{local} {m}": m for m in OTHER_BUILD_METHODS}
     name.update({m: m for m in other["methods"]})
     stock_plain = "plain" if local == "stock" else other["plain"]   # the baseline
     servers = [m for m in report["methods"] if m.startswith(SERVER_PREFIX)]
     cols = [(f"{b} {kind}", f"{b} {m}") for b in ("stock", "exact-build")
-            for kind, m in (("plain", "plain"), ("exact", "ngramspec"), ("fast", "ngramspec fast"))]
+            for kind, m in zip(("plain", "exact", "fast"), OTHER_BUILD_METHODS)]
     head = ["workload", "stock plain tok/s"] + [c for c, _ in cols[1:]]
     if servers:
         head.append("llama-server best n-gram mode (stock flags)" if local == "stock" else

@@ -56,7 +56,9 @@ class OtherBuild:
             self.close()
             raise
         self.info: dict[str, Any] = hello
-        self.label = "exact-build" if hello["exact_build"] else "stock"
+        from ..build_info import build_tag
+
+        self.label = build_tag(hello["system_info"])
         self.names = {f"{self.label} {m}": m for m in methods}
         self.methods = tuple(self.names)
         self.plain = f"{self.label} plain"
@@ -102,7 +104,7 @@ class OtherBuild:
 def _serve(requests: IO[str], answers: IO[str]) -> None:
     import llama_cpp
 
-    from ..build_info import is_exact_build, system_info
+    from ..build_info import system_info
     from ..invariance import check_batch_invariance
     from .runner import ENGINE_OPTIONS, MEASURED_MAX_BATCH, InProcessMethods, load, make_engine
 
@@ -118,7 +120,7 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
         engine.prepare()
     methods = InProcessMethods(llm, engines)
     info = system_info()
-    send({"exact_build": is_exact_build(info), "system_info": info, "version": llama_cpp.__version__,
+    send({"system_info": info, "version": llama_cpp.__version__,
           "python": sys.executable})
     for line in requests:
         job = json.loads(line)

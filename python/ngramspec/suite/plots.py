@@ -83,7 +83,7 @@ def _tokens_per_pass(ax: Any, suite: Suite, figs: Sequence[WorkloadFigures]) -> 
 def _verify_cost(ax: Any, suite: Suite, figs: Sequence[WorkloadFigures]) -> None:
     cost = suite.cost.relative
     sizes = list(range(1, len(cost) + 1))
-    exact = [b == 1 or bool(suite.invariance.results.get(b) and suite.invariance.results[b].invariant) for b in sizes]
+    exact = [b == 1 or suite.invariance.allows(b) for b in sizes]
     ax.plot(sizes, cost, color="tab:blue", label="r(B) measured")
     ax.scatter([b for b, e in zip(sizes, exact) if e], [c for c, e in zip(cost, exact) if e], color="tab:green",
                zorder=3, label="bit-exact size")

@@ -63,7 +63,7 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
     others = [m for m in methods if m != "plain"]
     cost = suite.cost
     exact = [b for b in range(1, len(cost.relative) + 1)
-             if b == 1 or (suite.invariance.results.get(b) and suite.invariance.results[b].invariant)]
+             if b == 1 or suite.invariance.allows(b)]
     lines = [
         f"# Benchmark suite: {suite.model}{' (quick)' if suite.quick else ''}",
         "",
@@ -309,9 +309,9 @@ def to_json(suite: Suite, figs: Sequence[WorkloadFigures], runs: Sequence[Run], 
             "goal": HTTP_OVERHEAD_GOAL,
             "median": _median([v for h in rows for v in h.overhead]),
             "workloads": [{**asdict(h), "overhead_median": h.overhead_median} for h in rows]}
-    from ..build_info import is_exact_build
+    from ..build_info import build_tag
 
-    extra["build"] = "exact-build" if is_exact_build() else "stock"
+    extra["build"] = build_tag()
     if suite.other is not None:
         extra["other_build"] = {"label": suite.other.label, "methods": list(suite.other.methods),
                                 "plain": suite.other.plain, "version": suite.other.info["version"],

@@ -58,7 +58,7 @@ def _rate(runs: Sequence[Run]) -> float:
 
 def allowed_sizes(suite: Suite) -> list[bool]:
     """Batch sizes exact verification may use, B = 1..len(cost curve)."""
-    return [True] + [bool(suite.invariance.results.get(b) and suite.invariance.results[b].invariant)
+    return [True] + [suite.invariance.allows(b)
                      for b in range(2, len(suite.cost.relative) + 1)]
 
 
@@ -71,10 +71,10 @@ def summarize(suite: Suite, runs: Sequence[Run], workloads: Sequence[str] | None
         if workloads is not None and w.name not in workloads:
             continue
         mine = [r for r in runs if r.workload == w.name]
-        plain = {(r.item, r.round): r for r in mine if r.method == "plain"}
         by_method: dict[str, dict[tuple[str, int], Run]] = {}
         for r in mine:
             by_method.setdefault(r.method, {})[(r.item, r.round)] = r
+        plain = by_method.get("plain", {})
         methods: dict[str, MethodFigures] = {}
         for m in suite.methods:
             runs_m = [r for r in mine if r.method == m]

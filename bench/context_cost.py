@@ -17,7 +17,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from ngramspec.costcurve import ContextCost, measure_verify_cost
+from ngramspec.calibration.cost_curve import ContextCost, measure_verify_cost
 from ngramspec.suite.runner import _model_path, load
 
 

@@ -16,7 +16,7 @@ import statistics
 import time
 from typing import Any
 
-from ngramspec.build_info import build_label
+from ngramspec.builds.build_info import build_label
 from ngramspec.suite import runner, sources
 
 MODES = ("plain", "exact", "fast")

@@ -16,8 +16,8 @@ import time
 import llama_cpp
 
 from ngramspec import models
-from ngramspec.build_info import invariance_hazards, system_info
-from ngramspec.invariance import check_batch_invariance
+from ngramspec.builds.build_info import invariance_hazards, system_info
+from ngramspec.calibration.invariance import check_batch_invariance
 
 DEPTHS = (8, 100, 255, 511, 1023, 2047)
 

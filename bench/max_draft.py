@@ -12,8 +12,8 @@ import sys
 import llama_cpp
 
 from ngramspec import SpeculativeEngine, check_batch_invariance, models
-from ngramspec.provenance import cpu_name, emit_report
-from ngramspec.workloads import PROMPTS
+from ngramspec.suite.provenance import cpu_name, emit_report
+from ngramspec.suite.sample_prompts import PROMPTS
 
 WORKLOADS = ["code_edit", "json", "repetitive", "list", "chat", "prose"]
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ngramspec._core import NGramPredictor, SuffixMatcher
-from ngramspec.memory import Memory, MemoryProposer
+from ngramspec.memory.store import Memory, MemoryProposer
 from ngramspec.models import load_llama
 
 

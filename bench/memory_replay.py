@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from ngramspec.copy_proposer import CopyProposer
-from ngramspec.drafter import Drafter
-from ngramspec.engine import DEFAULT_MAX_DRAFT, prompt_tokens_for
-from ngramspec.memory import Memory
+from ngramspec.drafting.drafter import Drafter
+from ngramspec.drafting.policy import CostAwarePolicy
+from ngramspec.engine.speculative_engine import DEFAULT_MAX_DRAFT, prompt_tokens_for
+from ngramspec.memory.store import Memory
 from ngramspec.models import load_llama
-from ngramspec.ngram_proposer import NGramProposer
-from ngramspec.policy import CostAwarePolicy
-from ngramspec.proposer import Proposer
+from ngramspec.proposers.base import Proposer
+from ngramspec.proposers.copy import CopyProposer
+from ngramspec.proposers.ngram import NGramProposer
 from ngramspec.suite import sources
 
 

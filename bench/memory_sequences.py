@@ -55,7 +55,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ngramspec import Memory, invariance_cache, wrap
+from ngramspec import Memory, wrap
+from ngramspec.calibration import invariance_cache
 from ngramspec.models import load_llama
 from ngramspec.suite import sources
 from ngramspec.suite.runner import FirstTokenClock

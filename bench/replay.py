@@ -49,14 +49,14 @@ import llama_cpp
 import numpy as np
 
 from ngramspec._llama import tokenize_text
-from ngramspec.copy_proposer import CopyProposer
-from ngramspec.costcurve import ContextCost
-from ngramspec.drafter import Drafter
-from ngramspec.engine import prompt_tokens_for
-from ngramspec.ngram_proposer import NGramProposer
-from ngramspec.policy import CostAwarePolicy
-from ngramspec.prediction import PredictionProposer
-from ngramspec.proposer import Proposal
+from ngramspec.calibration.cost_curve import ContextCost
+from ngramspec.drafting.drafter import Drafter
+from ngramspec.drafting.policy import CostAwarePolicy
+from ngramspec.engine.speculative_engine import prompt_tokens_for
+from ngramspec.proposers.base import Proposal
+from ngramspec.proposers.copy import CopyProposer
+from ngramspec.proposers.ngram import NGramProposer
+from ngramspec.proposers.prediction import PredictionProposer
 from ngramspec.suite import oracle, sources
 from ngramspec.suite.runner import _model_path
 

@@ -16,7 +16,7 @@ import llama_cpp
 import pytest
 
 from ngramspec import SpeculativeEngine, check_batch_invariance, models
-from ngramspec.workloads import PROMPTS
+from ngramspec.suite.sample_prompts import PROMPTS
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ def invariance_cache_dir(tmp_path, monkeypatch):
     """An empty per-test cache (NGRAMSPEC_CACHE_DIR under tmp_path) and no cost curve
     remembered in this process: the directory where invariance_cache stores its files
     (not created until something is stored)."""
-    from ngramspec import invariance_cache
+    from ngramspec.calibration import invariance_cache
 
     monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
     invariance_cache._process_priors.clear()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import llama_cpp
 
-from ngramspec.engine import prompt_tokens_for
+from ngramspec.engine.speculative_engine import prompt_tokens_for
 
 
 def plain_tokens(llm, prompt, limit: int) -> list[int]:

@@ -1,3 +1,3 @@
-from ngramspec.workloads import CODE, PROMPTS
+from ngramspec.suite.sample_prompts import CODE, PROMPTS
 
 __all__ = ["CODE", "PROMPTS"]

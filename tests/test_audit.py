@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from long_chats import conversations
-from ngramspec import SpeculativeEngine, invariance_cache
-from ngramspec.audit import AuditRule, audit_pass
-from ngramspec.build_info import is_exact_build
-from ngramspec.invariance import BatchSizeResult, InvarianceReport
+from ngramspec import SpeculativeEngine
+from ngramspec.builds.build_info import is_exact_build
+from ngramspec.calibration import invariance_cache
+from ngramspec.calibration.audit import AuditRule, audit_pass
+from ngramspec.calibration.invariance import BatchSizeResult, InvarianceReport
 from ngramspec.suite import sources
 from plain import plain_tokens
 

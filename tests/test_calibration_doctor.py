@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import time
 
-from ngramspec import cli, invariance_cache
-from ngramspec.costcurve import STATISTIC, CostCurveResult, prior_curve
+from ngramspec.calibration import invariance_cache
+from ngramspec.calibration.cost_curve import STATISTIC, CostCurveResult, prior_curve
+from ngramspec.cli import main as cli
 
 
 def doctor(path, *extra):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ngramspec.costcurve import (
+from ngramspec.calibration.cost_curve import (
     MIN_REPEATS,
     MONOTONE_TOLERANCE,
     PRIOR_SLOPE,
@@ -22,7 +22,13 @@ from ngramspec.costcurve import (
     summarize_rounds,
     validate_curve,
 )
-from ngramspec.invariance import CHECK_DENSE_UP_TO, MAX_CHECK_BATCH, BatchSizeResult, InvarianceReport, check_sizes
+from ngramspec.calibration.invariance import (
+    CHECK_DENSE_UP_TO,
+    MAX_CHECK_BATCH,
+    BatchSizeResult,
+    InvarianceReport,
+    check_sizes,
+)
 
 # Issue 16's two curves: timed under load (relative to a noisy B=1), and quiet.
 LOADED = {1: 2.83, 2: 2.08, 3: 3.06, 4: 11.7, 5: 6.68, 6: 5.56, 7: 8.92, 8: 6.21, 9: 13.9}

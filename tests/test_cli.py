@@ -191,7 +191,8 @@ def test_bench_out_is_checked_before_benchmarking(tmp_path: Path):
 
 def test_only_user_errors_are_one_line_a_bug_keeps_its_traceback(monkeypatch, capsys):
     """Issue 21: main() no longer turns every ValueError/TypeError into exit code 2."""
-    from ngramspec import cli, models
+    from ngramspec import models
+    from ngramspec.cli import main as cli
 
     def raising(exc):
         def command(args):

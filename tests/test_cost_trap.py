@@ -21,8 +21,8 @@ import time
 import pytest
 
 from ngramspec import SpeculativeEngine
-from ngramspec.costcurve import CostCurveResult
-from ngramspec.policy import CostAwarePolicy
+from ngramspec.calibration.cost_curve import CostCurveResult
+from ngramspec.drafting.policy import CostAwarePolicy
 
 # As measured under load (issue 16); calibrate clips it to r(B) = B.
 LOADED = {1: 2.83, 2: 2.08, 3: 3.06, 4: 11.7, 5: 6.68, 6: 5.56, 7: 8.92, 8: 6.21, 9: 13.9}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ngramspec.costcurve import ContextCost, CostCurve, measure_verify_cost
+from ngramspec.calibration.cost_curve import ContextCost, CostCurve, measure_verify_cost
 
 
 def test_pass_time_is_interpolated_and_extrapolated_in_context_length():
@@ -75,7 +75,7 @@ def test_verify_cost_refuses_what_llama_cpp_would_abort_on(llm, kwargs, message)
 # -- issue 16: the interleaved, validated measurement on the real model -------------
 
 def test_interleaved_measurement_on_the_real_model(llm):
-    from ngramspec.costcurve import PRIOR_SLOPE, STATISTIC, measure_cost_curve, validate_curve
+    from ngramspec.calibration.cost_curve import PRIOR_SLOPE, STATISTIC, measure_cost_curve, validate_curve
 
     llm.reset()
     curve = measure_cost_curve(llm, [2, 3, 4], repeats=3, attempts=2, context_tokens=32)
@@ -92,7 +92,7 @@ def test_interleaved_measurement_on_the_real_model(llm):
 
 
 def test_interleaved_measurement_refuses_what_llama_cpp_would_abort_on(llm):
-    from ngramspec.costcurve import measure_cost_curve
+    from ngramspec.calibration.cost_curve import measure_cost_curve
 
     with pytest.raises(ValueError, match="n_batch"):
         measure_cost_curve(llm, [10_000])

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from ngramspec.costmodel import MIN_BATCH_COST, REFRESH_AFTER, CostModel
-from ngramspec.policy import EXPLORE_EVERY, EXPLORE_MAX_INTERVAL, CostAwarePolicy
+from ngramspec.drafting.cost_model import MIN_BATCH_COST, REFRESH_AFTER, CostModel
+from ngramspec.drafting.policy import EXPLORE_EVERY, EXPLORE_MAX_INTERVAL, CostAwarePolicy
 
 ALL = np.ones(10, dtype=bool)
 T1 = 0.010                               # seconds of a one-token decode on the quiet machine

@@ -17,7 +17,7 @@ pytest.importorskip("llama_cpp")
 import ngramspec  # noqa: E402
 from _loaders import load_llama  # noqa: E402
 from ngramspec import SpeculativeEngine, _llama  # noqa: E402
-from ngramspec.model_proposer import DraftModelProposer  # noqa: E402
+from ngramspec.proposers.draft_model import DraftModelProposer  # noqa: E402
 from ngramspec.sampling import SamplingParams, target_distribution  # noqa: E402
 
 PROMPTS = ["def fibonacci(n):\n", "The three primary colors are", "import numpy as np\n\ndef mean(xs):\n"]

@@ -8,11 +8,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from ngramspec.copy_proposer import CopyProposer
-from ngramspec.drafter import Drafter
-from ngramspec.ngram_proposer import NGramProposer
-from ngramspec.policy import CostAwarePolicy
-from ngramspec.proposer import Proposal
+from ngramspec.drafting.drafter import Drafter
+from ngramspec.drafting.policy import CostAwarePolicy
+from ngramspec.proposers.base import Proposal
+from ngramspec.proposers.copy import CopyProposer
+from ngramspec.proposers.ngram import NGramProposer
 
 
 class _Repeats:

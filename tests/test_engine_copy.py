@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ngramspec.costmodel import MIN_BATCH_COST
+from ngramspec.drafting.cost_model import MIN_BATCH_COST
 from plain import plain_tokens
 from prompts import PROMPTS
 
@@ -16,7 +16,7 @@ COPY_PROMPT = PROMPTS["list"]
 def fixed_cost_policy():
     # The prior cost line (r(B) = 1 + 0.4 (B - 1)), never re-timed: the decisions
     # then depend on the tokens only, not on how busy the machine is.
-    from ngramspec.policy import CostAwarePolicy
+    from ngramspec.drafting.policy import CostAwarePolicy
 
     return CostAwarePolicy(9, learn_cost=False)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ngramspec import SpeculativeEngine, _llama
-from ngramspec.engine import prompt_tokens_for
+from ngramspec.engine.speculative_engine import prompt_tokens_for
 from plain import plain_tokens
 from prompts import PROMPTS
 

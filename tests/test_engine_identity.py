@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from ngramspec import SpeculativeEngine
-from ngramspec.engine import prompt_tokens_for
-from ngramspec.policy import CostAwarePolicy
+from ngramspec.drafting.policy import CostAwarePolicy
+from ngramspec.engine.speculative_engine import prompt_tokens_for
 from plain import plain_tokens
 from prompts import PROMPTS
 

@@ -27,7 +27,8 @@ import llama_cpp
 import pytest
 
 from long_chats import conversations
-from ngramspec import SpeculativeEngine, invariance_cache, models
+from ngramspec import SpeculativeEngine, models
+from ngramspec.calibration import invariance_cache
 from ngramspec.suite import sources
 from plain import plain_tokens
 

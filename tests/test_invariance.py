@@ -6,8 +6,15 @@ import warnings
 import llama_cpp
 import pytest
 
-from ngramspec import InvarianceReport, SpeculativeEngine, _llama, check_batch_invariance, invariance_cache
-from ngramspec.invariance import MAX_CHECK_BATCH, MAX_CHECK_DEPTH, BatchSizeResult, check_depths, check_sizes
+from ngramspec import InvarianceReport, SpeculativeEngine, _llama, check_batch_invariance
+from ngramspec.calibration import invariance_cache
+from ngramspec.calibration.invariance import (
+    MAX_CHECK_BATCH,
+    MAX_CHECK_DEPTH,
+    BatchSizeResult,
+    check_depths,
+    check_sizes,
+)
 from plain import plain_tokens
 from prompts import PROMPTS
 

@@ -10,9 +10,10 @@ import time
 import llama_cpp
 import pytest
 
-from ngramspec import SpeculativeEngine, check_batch_invariance, invariance_cache
-from ngramspec.costcurve import STATISTIC, CostCurveResult, prior_curve
-from ngramspec.invariance import BatchSizeResult, InvarianceReport, check_depths, check_sizes
+from ngramspec import SpeculativeEngine, check_batch_invariance
+from ngramspec.calibration import invariance_cache
+from ngramspec.calibration.cost_curve import STATISTIC, CostCurveResult, prior_curve
+from ngramspec.calibration.invariance import BatchSizeResult, InvarianceReport, check_depths, check_sizes
 from plain import plain_tokens
 from prompts import PROMPTS
 

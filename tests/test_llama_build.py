@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ngramspec import llama_build
-from ngramspec.cli import main
+from ngramspec.builds import llama_build
+from ngramspec.cli.main import main
 
 STOCK_INFO = "CPU : SSE3 = 1 | AVX2 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | "
 EXACT_INFO = "CPU : SSE3 = 1 | AVX2 = 1 | OPENMP = 1 | "

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import ngramspec
-from ngramspec.memory import (
+from ngramspec.memory.store import (
     _MAGIC,
     FOLLOW_WINDOW,
     FORMAT_VERSION,
@@ -28,7 +28,7 @@ from ngramspec.memory import (
     support_source,
     tokenizer_fingerprint,
 )
-from ngramspec.proposer import Proposal, Proposer
+from ngramspec.proposers.base import Proposal, Proposer
 
 
 class FakeLlm:

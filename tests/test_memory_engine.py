@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ngramspec import Memory, SpeculativeEngine, wrap
-from ngramspec.memory import TokenizerMismatchError
+from ngramspec.memory.store import TokenizerMismatchError
 
 # A real structured-extraction request (rows of tzdata's iso3166.tab, as the
 # suite's structured_extraction workload): SmolLM2 answers with JSON whose shape
@@ -32,7 +32,7 @@ N = 48
 def fixed_cost_policy():
     """The prior cost line, never re-timed (as in test_engine_copy): the drafting
     decisions depend on the tokens only, not on how busy the machine is."""
-    from ngramspec.policy import CostAwarePolicy
+    from ngramspec.drafting.policy import CostAwarePolicy
 
     return CostAwarePolicy(9, learn_cost=False)
 

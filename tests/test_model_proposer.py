@@ -14,14 +14,14 @@ llama_cpp = pytest.importorskip("llama_cpp")
 
 from _loaders import N_CTX, load_llama  # noqa: E402
 from ngramspec import _llama, models  # noqa: E402
-from ngramspec.model_proposer import (  # noqa: E402
+from ngramspec.proposers.base import Proposer  # noqa: E402
+from ngramspec.proposers.draft_model import (  # noqa: E402
     DRAFT_STREAM,
     DraftModelProposer,
     check_compatible,
     load_draft_model,
     memory_report,
 )
-from ngramspec.proposer import Proposer  # noqa: E402
 from ngramspec.sampling import (  # noqa: E402
     SamplingParams,
     position_uniform,
@@ -504,7 +504,7 @@ class _FakeDraft:
 
 
 def test_gate_calls_a_cheap_accurate_draft():
-    from ngramspec.model_proposer import CostlyGate
+    from ngramspec.proposers.draft_model import CostlyGate
 
     allowed = np.ones(10, dtype=bool)
     policy = _FakePolicy([0.0, 0.0, 0.9, 0.9, 0.9])
@@ -519,7 +519,7 @@ def test_gate_calls_a_cheap_accurate_draft():
     assert gate.plan(_FakeDraft(seconds_per_token=0.005), policy, allowed, 8) == 0
     # A better alternative this pass (e.g. a long copy) -> refused.
     assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8, 3.0) == 0
-    from ngramspec.proposer import Proposal
+    from ngramspec.proposers.base import Proposal
 
     copy = Proposal(np.arange(6, dtype=np.int32), [0] * 6, "copy")
     policy.score = lambda sources, allowed: 3.0  # the policy scores the copy at 3
@@ -532,9 +532,9 @@ def test_gate_calls_a_cheap_accurate_draft():
 
 
 def test_gate_prices_with_the_cost_aware_policys_public_api():
-    from ngramspec.model_proposer import CostlyGate
-    from ngramspec.policy import CostAwarePolicy
-    from ngramspec.proposer import Proposal
+    from ngramspec.drafting.policy import CostAwarePolicy
+    from ngramspec.proposers.base import Proposal
+    from ngramspec.proposers.draft_model import CostlyGate
 
     policy = CostAwarePolicy(8, learn_cost=False)
     allowed = np.ones(len(policy.cost.costs), dtype=bool)
@@ -552,7 +552,7 @@ def test_gate_prices_with_the_cost_aware_policys_public_api():
 
 
 def test_gate_probes_a_refused_draft_once_per_interval():
-    from ngramspec.model_proposer import CostlyGate
+    from ngramspec.proposers.draft_model import CostlyGate
 
     allowed = np.ones(10, dtype=bool)
     policy = _FakePolicy([0.0, 0.0, 0.9, 0.9, 0.9])
@@ -565,7 +565,7 @@ def test_gate_probes_a_refused_draft_once_per_interval():
 
 
 def test_gate_probes_only_within_its_budget_of_decode_time():
-    from ngramspec.model_proposer import CATCHUP_SHARE, PROBE_BUDGET, CostlyGate
+    from ngramspec.proposers.draft_model import CATCHUP_SHARE, PROBE_BUDGET, CostlyGate
 
     allowed = np.ones(10, dtype=bool)
     policy = _FakePolicy([0.0, 0.0, 0.9, 0.9, 0.9])
@@ -609,7 +609,7 @@ def test_gate_probes_only_within_its_budget_of_decode_time():
 
 
 def test_gate_without_a_cost_model_always_calls():
-    from ngramspec.model_proposer import CostlyGate
+    from ngramspec.proposers.draft_model import CostlyGate
 
     class Eager:
         pass
@@ -639,7 +639,7 @@ def test_draft_temperature(proposer, ref, target):
 
 
 def test_as_draft_proposer(draft, target, smollm2_path):
-    from ngramspec.model_proposer import as_draft_proposer
+    from ngramspec.proposers.draft_model import as_draft_proposer
 
     prop = as_draft_proposer(draft, target, sample_draft=False)
     assert isinstance(prop, DraftModelProposer) and prop.draft is draft and not prop.sample_draft

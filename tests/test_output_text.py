@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ngramspec.output_text import OutputText
+from ngramspec.engine.output_text import OutputText
 
 
 class FakeLlama:

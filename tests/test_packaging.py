@@ -43,7 +43,7 @@ def run(cmd: list[object], timeout: int, **kw) -> subprocess.CompletedProcess[st
 def cached_llama_wheel(kind: str = "exact") -> Path:
     """The wheel scripts/install_llama_cpp.py (exact) or scripts/setup_stock.sh (stock)
     built for this machine and cached."""
-    from ngramspec import llama_build
+    from ngramspec.builds import llama_build
 
     folder = llama_build.wheel_dir(llama_build.cmake_args(kind), kind=kind)
     wheel = llama_build.cached_wheel(folder)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ngramspec.policy import CostAwarePolicy
+from ngramspec.drafting.policy import CostAwarePolicy
 
 ALL = np.ones(10, dtype=bool)
 
@@ -101,8 +101,8 @@ def test_a_cheap_large_batch_is_used():
 
 def copy_source(match, continuing=False):
     """The policy-table index of a copy bucket in the default pipeline (n-gram, then copy)."""
-    from ngramspec.copy_proposer import copy_source as bucket
-    from ngramspec.policy import COPY_SOURCE_BASE
+    from ngramspec.drafting.policy import COPY_SOURCE_BASE
+    from ngramspec.proposers.copy import copy_source as bucket
     return COPY_SOURCE_BASE + bucket(match, continuing)
 
 
@@ -122,7 +122,7 @@ def test_picks_the_candidate_with_the_best_expected_gain():
 
 
 def test_copy_sources_grow_with_the_match_and_split_on_continuing():
-    from ngramspec.policy import COPY_SOURCE_BASE, N_SOURCES
+    from ngramspec.drafting.policy import COPY_SOURCE_BASE, N_SOURCES
 
     fresh = [copy_source(n) for n in (2, 3, 4, 8, 16, 32, 1000)]
     assert fresh == sorted(fresh) and fresh[0] == COPY_SOURCE_BASE and fresh[1] == fresh[0]
@@ -131,8 +131,8 @@ def test_copy_sources_grow_with_the_match_and_split_on_continuing():
 
 
 def test_ngram_sources_bucket_the_share_of_the_context():
-    from ngramspec.ngram_proposer import N_NGRAM_SOURCES, ngram_source, ngram_sources
-    from ngramspec.policy import COPY_SOURCE_BASE
+    from ngramspec.drafting.policy import COPY_SOURCE_BASE
+    from ngramspec.proposers.ngram import N_NGRAM_SOURCES, ngram_source, ngram_sources
     # seen once | under a half | under 0.8 | under 1 | always this token
     assert [ngram_source(c, t) for c, t in [(1, 1), (1, 3), (2, 5), (1, 2), (3, 4), (4, 5), (9, 10), (2, 2),
                                             (40, 40)]] == [0, 1, 1, 2, 2, 3, 3, 4, 4]
@@ -143,7 +143,7 @@ def test_ngram_sources_bucket_the_share_of_the_context():
 def test_a_context_always_followed_by_one_token_is_trusted_apart_from_an_ambiguous_one():
     # The JSON-extraction case: the same n-gram order both closes a row (always the
     # same indentation follows) and opens a field value (anything follows).
-    from ngramspec.ngram_proposer import ngram_source
+    from ngramspec.proposers.ngram import ngram_source
     p = CostAwarePolicy(9, alpha=0.2)
     sure, unsure = ngram_source(12, 12), ngram_source(1, 12)
     for _ in range(30):

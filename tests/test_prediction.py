@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ngramspec
-from ngramspec.prediction import PredictionProposer, prediction_text, prediction_usage
+from ngramspec.proposers.prediction import PredictionProposer, prediction_text, prediction_usage
 
 FILE = (
     "def total_price(items, tax_rate):\n"
@@ -104,7 +104,7 @@ def test_usage_counts_a_common_subsequence(predicted, output, greedy):
     """Both ways of aligning (difflib on the part between the common head and tail,
     or the greedy one used when that part is large) count a common subsequence:
     never more than the longest, never less than the common head and tail."""
-    import ngramspec.prediction as pred_mod
+    import ngramspec.proposers.prediction as pred_mod
 
     cells = pred_mod._DIFF_CELLS
     pred_mod._DIFF_CELLS = -1 if greedy else cells
@@ -175,7 +175,7 @@ def test_greedy_output_is_plain_greedy_whatever_the_prediction(llm, invariance, 
 
 
 def test_a_good_prediction_takes_fewer_passes(llm, invariance):
-    from ngramspec.policy import CostAwarePolicy
+    from ngramspec.drafting.policy import CostAwarePolicy
 
     ref = _plain(llm, EDIT_PROMPT, max_tokens=96, temperature=0)["choices"][0]["text"]
     # A fixed cost curve (the prior, not learned from timings), so that a busy

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ngramspec.policy import CostAwarePolicy
-from ngramspec.proposer import Proposal
+from ngramspec.drafting.policy import CostAwarePolicy
+from ngramspec.proposers.base import Proposal
 
 _spec = importlib.util.spec_from_file_location("bench_replay", Path(__file__).parents[1] / "bench" / "replay.py")
 assert _spec is not None and _spec.loader is not None

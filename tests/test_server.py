@@ -299,7 +299,7 @@ def test_bad_request_is_4xx(server, case):
 def test_a_refusal_names_only_the_fields_that_make_a_grammar(extra, named):
     # llama-cpp-python makes a grammar of a JSON response_format and of a named tool
     # or function; "required" / "auto" / "none" make none.
-    from ngramspec.server import ChatCompletionRequest, _fields_behind
+    from ngramspec.server.app import ChatCompletionRequest, _fields_behind
 
     body = ChatCompletionRequest(messages=CHAT, **extra)  # type: ignore[arg-type]
     assert _fields_behind("ngramspec does not support grammar in greedy speculative decoding", body) == named

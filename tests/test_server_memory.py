@@ -52,7 +52,7 @@ def test_memory_is_saved_when_the_server_is_stopped(tmp_path, smollm2_path, how)
     import time
 
     httpx = pytest.importorskip("httpx")
-    from ngramspec.memory import Memory
+    from ngramspec.memory.store import Memory
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -44,7 +44,7 @@ def test_vmhwm_reader_is_shared_by_probe_and_server():
     assert rss.peak_mib() > 1
     child: subprocess.Popen[Any] = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        from ngramspec.suite.server import LlamaServer
+        from ngramspec.suite.llama_server import LlamaServer
 
         srv = LlamaServer.__new__(LlamaServer)   # only its process handle matters here
         srv.proc = child

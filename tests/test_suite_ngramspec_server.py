@@ -14,9 +14,9 @@ from types import SimpleNamespace
 import pytest
 
 from ngramspec.suite import report, runner
+from ngramspec.suite.llama_server import ServerError
 from ngramspec.suite.ngramspec_server import NgramspecServer
 from ngramspec.suite.runner import SERVE_METHOD, Run
-from ngramspec.suite.server import ServerError
 
 needs_server = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("fastapi", "uvicorn", "sse_starlette")),
@@ -67,7 +67,7 @@ def test_server_that_exits_or_never_answers_is_an_error(tmp_path):
 @pytest.mark.model
 @needs_server
 def test_serve_method_matches_in_process_ngramspec(smollm2_path):
-    from ngramspec.costcurve import CostCurve
+    from ngramspec.calibration.cost_curve import CostCurve
     from ngramspec.suite import summary
 
     # A made-up cost curve: it only feeds the report's model-free limit, and
@@ -113,7 +113,7 @@ def test_serve_method_matches_in_process_ngramspec(smollm2_path):
 
 
 def test_cli_wires_serve():
-    from ngramspec.cli import build_parser
+    from ngramspec.cli.main import build_parser
 
     args = build_parser().parse_args(["bench", "--serve", "--quick"])
     assert args.serve is True

@@ -305,7 +305,7 @@ def test_a_tokenizer_that_renders_by_context_gives_plains_text(smollm2_path, inv
 
 
 def test_generate_yields_plain_greedy_tokens(llm, spec):
-    from ngramspec.engine import prompt_tokens_for
+    from ngramspec.engine.speculative_engine import prompt_tokens_for
 
     tokens = prompt_tokens_for(llm, PROMPTS["json"])
     llm.reset()

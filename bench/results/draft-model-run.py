@@ -115,7 +115,7 @@ def main() -> int:
     else:
         rss_item = ""
     end = {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "uptime": sh("uptime"), "wall_s": time.time() - t_start}
-    from ngramspec.provenance import git_commit
+    from ngramspec.suite.provenance import git_commit
 
     commit = git_commit()
     cpu = sh("lscpu | sed -n 's/^Model name: *//p'")
@@ -287,7 +287,7 @@ def server_only(model: str, binary: str, workloads: list[str] | None, threads: i
 
     from ngramspec.models import resolve_model_path
     from ngramspec.suite import sources
-    from ngramspec.suite.server import LlamaServer
+    from ngramspec.suite.llama_server import LlamaServer
 
     path = resolve_model_path(model)
     draft = resolve_model_path(runner.draft_model_for(model))

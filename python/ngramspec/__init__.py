@@ -3,15 +3,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._core import NGramPredictor, SuffixMatcher
+from ngramspec._core import NGramPredictor, SuffixMatcher
 
 if TYPE_CHECKING:  # the lazy exports, as type checkers should see them
-    from .draft_model import NGramDraftModel
-    from .engine import Generation, SpeculativeEngine
-    from .invariance import InvarianceReport, check_batch_invariance
-    from .memory import Memory, MemoryFileError, TokenizerMismatchError
-    from .stats import GenerationStats
-    from .wrapper import SpeculativeLlama, wrap
+    from ngramspec.calibration.invariance import InvarianceReport, check_batch_invariance
+    from ngramspec.engine.speculative_engine import Generation, SpeculativeEngine
+    from ngramspec.engine.stats import GenerationStats
+    from ngramspec.integrations.draft_model import NGramDraftModel
+    from ngramspec.integrations.wrapper import SpeculativeLlama, wrap
+    from ngramspec.memory.store import Memory, MemoryFileError, TokenizerMismatchError
 
 __version__ = "0.1.0"
 
@@ -34,17 +34,17 @@ __all__ = [
 
 
 _LAZY = {
-    "SpeculativeEngine": "engine",
-    "Generation": "engine",
-    "InvarianceReport": "invariance",
-    "check_batch_invariance": "invariance",
-    "GenerationStats": "stats",
-    "SpeculativeLlama": "wrapper",
-    "wrap": "wrapper",
-    "NGramDraftModel": "draft_model",
-    "Memory": "memory",
-    "MemoryFileError": "memory",
-    "TokenizerMismatchError": "memory",
+    "SpeculativeEngine": "engine.speculative_engine",
+    "Generation": "engine.speculative_engine",
+    "InvarianceReport": "calibration.invariance",
+    "check_batch_invariance": "calibration.invariance",
+    "GenerationStats": "engine.stats",
+    "SpeculativeLlama": "integrations.wrapper",
+    "wrap": "integrations.wrapper",
+    "NGramDraftModel": "integrations.draft_model",
+    "Memory": "memory.store",
+    "MemoryFileError": "memory.store",
+    "TokenizerMismatchError": "memory.store",
 }
 
 

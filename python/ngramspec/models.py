@@ -94,7 +94,7 @@ MODELS: dict[str, ModelSpec] = {
 
 def cache_dir() -> Path:
     """Where models are kept; ``$NGRAMSPEC_CACHE_DIR`` overrides the user cache."""
-    from .llama_build import cache_root
+    from ngramspec.builds.llama_build import cache_root
 
     return cache_root() / "models"
 

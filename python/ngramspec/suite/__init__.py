@@ -15,8 +15,8 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
     serve: also run ``ngramspec serve`` over HTTP (method "ngramspec serve").
     other_python: also run plain, ngramspec and ngramspec fast on that Python's
     llama-cpp-python build (runner.Suite)."""
-    from ..provenance import git_commit
-    from . import report, runner, sources, summary
+    from ngramspec.suite import report, runner, sources, summary
+    from ngramspec.suite.provenance import git_commit
 
     if rounds < 1:
         raise ValueError("rounds must be >= 1")

@@ -31,7 +31,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from .server import ServerError, ServerProcess, _free_port
+from ngramspec.suite.llama_server import ServerError, ServerProcess, _free_port
 
 # A direct opener: a proxy from the environment (http_proxy) must not carry loopback.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))

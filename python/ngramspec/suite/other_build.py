@@ -20,10 +20,10 @@ import sys
 from dataclasses import asdict
 from typing import IO, TYPE_CHECKING, Any
 
-from .sources import Item
+from ngramspec.suite.sources import Item
 
 if TYPE_CHECKING:
-    from .runner import Run
+    from ngramspec.suite.runner import Run
 
 # The methods each build runs: its plain decoding, exact mode and fast mode.
 OTHER_BUILD_METHODS = ("plain", "ngramspec", "ngramspec fast")
@@ -56,7 +56,7 @@ class OtherBuild:
             self.close()
             raise
         self.info: dict[str, Any] = hello
-        from ..build_info import build_tag
+        from ngramspec.builds.build_info import build_tag
 
         self.label = build_tag(hello["system_info"])
         self.names = {f"{self.label} {m}": m for m in methods}
@@ -80,7 +80,7 @@ class OtherBuild:
         return answer
 
     def run_once(self, method: str, workload: str, item: Item, round_: int) -> Run:
-        from .runner import Run
+        from ngramspec.suite.runner import Run
 
         answer = self._ask({"method": self.names[method], "workload": workload, "item": asdict(item),
                             "round": round_})
@@ -104,9 +104,9 @@ class OtherBuild:
 def _serve(requests: IO[str], answers: IO[str]) -> None:
     import llama_cpp
 
-    from ..build_info import system_info
-    from ..invariance import check_batch_invariance
-    from .runner import ENGINE_OPTIONS, MEASURED_MAX_BATCH, InProcessMethods, load, make_engine
+    from ngramspec.builds.build_info import system_info
+    from ngramspec.calibration.invariance import check_batch_invariance
+    from ngramspec.suite.runner import ENGINE_OPTIONS, MEASURED_MAX_BATCH, InProcessMethods, load, make_engine
 
     def send(obj: dict[str, Any]) -> None:
         answers.write(json.dumps(obj) + "\n")

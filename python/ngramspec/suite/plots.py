@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .runner import Suite
-from .summary import WorkloadFigures
+from ngramspec.suite.runner import Suite
+from ngramspec.suite.summary import WorkloadFigures
 
 
 def _pyplot() -> Any:

@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import oracle
-from .runner import PREDICTION_METHODS, Run, Suite
-from .summary import WorkloadFigures, allowed_sizes, summarize
+from ngramspec.suite import oracle
+from ngramspec.suite.runner import PREDICTION_METHODS, Run, Suite
+from ngramspec.suite.summary import WorkloadFigures, allowed_sizes, summarize
 
 METHODS = ("plain", "ngramspec") + PREDICTION_METHODS
 WORKLOAD = "predicted_edit"
@@ -215,7 +215,7 @@ def _max_draft(suite: Suite) -> int:
 
 def to_markdown(suite: Suite, fig: WorkloadFigures, res: dict[str, MethodResult], items: list[dict[str, Any]],
                 rounds: int, command: str, commit: str, load: tuple[str, str]) -> str:
-    from .report import _ranges, machine
+    from ngramspec.suite.report import _ranges, machine
 
     cost = suite.cost
     exact = [b for b, ok in enumerate(allowed_sizes(suite), 1) if ok]
@@ -335,9 +335,9 @@ def ngramspec_engines(suite: Suite, trace: bool, max_draft: int | None, fixed_co
     """Gives each ngramspec method an engine with this max_draft (None: the
     engine's default); with ``fixed_cost``, its policy prices drafts by
     ``suite.cost`` and never re-times it (CostAwarePolicy(learn_cost=False))."""
-    from ..engine import DEFAULT_MAX_DRAFT
-    from ..policy import CostAwarePolicy
-    from .runner import make_engine
+    from ngramspec.drafting.policy import CostAwarePolicy
+    from ngramspec.engine.speculative_engine import DEFAULT_MAX_DRAFT
+    from ngramspec.suite.runner import make_engine
 
     cap = DEFAULT_MAX_DRAFT if max_draft is None else max_draft
     for m in list(suite.engines):
@@ -356,17 +356,17 @@ def ngramspec_engines(suite: Suite, trace: bool, max_draft: int | None, fixed_co
 def run(model: str, *, quick: bool, rounds: int, threads: int | None, out_dir: Path, command: str,
         trace: bool = True, progress: bool = True, cost_curve: str = "measured",
         max_draft: int | None = None) -> Path:
-    from ..costcurve import CostCurve
-    from ..provenance import git_commit
-    from .report import _finite, slug
-    from .runner import MEASURED_MAX_BATCH
+    from ngramspec.calibration.cost_curve import CostCurve
+    from ngramspec.suite.provenance import git_commit
+    from ngramspec.suite.report import _finite, slug
+    from ngramspec.suite.runner import MEASURED_MAX_BATCH
 
     if max_draft is not None and not 1 <= max_draft < MEASURED_MAX_BATCH:
         raise ValueError(f"max_draft must be in [1, {MEASURED_MAX_BATCH - 1}] (the sizes the suite measures)")
     start_load = load_average()
     cost = None
     if cost_curve == "facts":
-        from ..models import resolve_model_path
+        from ngramspec.models import resolve_model_path
 
         name = next((k for k in _FACTS_POINTS if k in model.lower() or k in resolve_model_path(model).lower()),
                     None)
@@ -396,7 +396,7 @@ def run(model: str, *, quick: bool, rounds: int, threads: int | None, out_dir: P
     name = f"predicted-edit-{slug(model)}" + ("" if quick else "-full")
     md = out_dir / f"{name}.md"
     md.write_text(to_markdown(suite, fig, res, items, rounds, command, commit, (start_load, end_load)))
-    from .report import machine
+    from ngramspec.suite.report import machine
 
     data = {
         "model": suite.model, "quick": quick, "machine": machine(suite), "command": command, "commit": commit,

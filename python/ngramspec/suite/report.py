@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .headline import median_or_nan as _median
-from .runner import METHODS, SERVE_METHOD, Run, Suite
-from .summary import MethodFigures, WorkloadFigures, geomean
+from ngramspec.suite.headline import median_or_nan as _median
+from ngramspec.suite.runner import METHODS, SERVE_METHOD, Run, Suite
+from ngramspec.suite.summary import MethodFigures, WorkloadFigures, geomean
 
 
 def _x(v: float) -> str:
@@ -31,8 +31,8 @@ def _pct(v: float) -> str:
 def machine(suite: Suite) -> str:
     import llama_cpp
 
-    from ..build_info import build_label
-    from ..provenance import cpu_name
+    from ngramspec.builds.build_info import build_label
+    from ngramspec.suite.provenance import cpu_name
 
     return (f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
             f"llama-cpp-python {llama_cpp.__version__} ({build_label()}), "
@@ -44,7 +44,7 @@ def builds_line(suite: Suite) -> list[str]:
     other = suite.other
     if other is None:
         return []
-    from ..build_info import build_label
+    from ngramspec.builds.build_info import build_label
 
     return [f"- Two llama.cpp builds, side by side: 'plain', 'ngramspec' and the rest ran on this process's "
             f"({build_label()}); {', '.join(repr(m) for m in other.methods)} ran on "
@@ -309,7 +309,7 @@ def to_json(suite: Suite, figs: Sequence[WorkloadFigures], runs: Sequence[Run], 
             "goal": HTTP_OVERHEAD_GOAL,
             "median": _median([v for h in rows for v in h.overhead]),
             "workloads": [{**asdict(h), "overhead_median": h.overhead_median} for h in rows]}
-    from ..build_info import build_tag
+    from ngramspec.builds.build_info import build_tag
 
     extra["build"] = build_tag()
     if suite.other is not None:
@@ -350,7 +350,7 @@ def write(out_dir: Path, suite: Suite, figs: Sequence[WorkloadFigures], runs: Se
     name = "suite-" + slug(suite.model) + ("-quick" if suite.quick else "")
     plots: list[str] = []
     if plot:
-        from .plots import draw_all
+        from ngramspec.suite.plots import draw_all
 
         plots = draw_all(out_dir, name, suite, figs)
     md = out_dir / f"{name}.md"

@@ -10,8 +10,8 @@ import sys
 
 def main() -> None:
     job = json.load(sys.stdin)
-    from .runner import ENGINE_OPTIONS, load, make_engine
-    from .sources import Item
+    from ngramspec.suite.runner import ENGINE_OPTIONS, load, make_engine
+    from ngramspec.suite.sources import Item
 
     item = Item(**job["item"])
     method = job["method"]

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import sources
-from .other_build import OtherBuild
-from .sources import Item, Workload
+from ngramspec.suite import sources
+from ngramspec.suite.other_build import OtherBuild
+from ngramspec.suite.sources import Item, Workload
 
 METHODS = ("plain", "prompt lookup", "ngramspec")
 # Run only when asked for: ngramspec without its copy drafts (an ablation), and
@@ -81,14 +81,14 @@ class Run:
 
 def _model_path(model: str) -> str:
     """Kept for the bench/ scripts: ``ngramspec.models.resolve_model_path``."""
-    from ..models import resolve_model_path
+    from ngramspec.models import resolve_model_path
 
     return resolve_model_path(model)
 
 
 def load(path: str, method: str, n_ctx: int, threads: int | None) -> Any:
     """The ``Llama`` that ``method`` runs on (prompt lookup gets its draft model)."""
-    from ..models import load_llama
+    from ngramspec.models import load_llama
 
     kwargs: dict[str, Any] = {"n_ctx": n_ctx, "seed": 0, "n_threads": threads}
     if method == "prompt lookup":
@@ -119,7 +119,7 @@ def draft_model_for(model: str) -> str:
     (a name or GGUF path): $NGRAMSPEC_BENCH_DRAFT_MODEL, else DRAFT_MODELS."""
     import os
 
-    from ..models import resolve_model_path
+    from ngramspec.models import resolve_model_path
 
     env = os.environ.get(DRAFT_MODEL_ENV)
     if env:
@@ -143,7 +143,7 @@ EXTRA_METHODS += PREDICTION_METHODS
 def make_engine(llm: Any, method: str, **extra: Any) -> Any:
     """The SpeculativeEngine for an ngramspec method, ``extra`` (e.g. invariance,
     or draft_model: a loaded draft Llama) added."""
-    from ..engine import SpeculativeEngine
+    from ngramspec.engine.speculative_engine import SpeculativeEngine
 
     options = {**ENGINE_OPTIONS[method], **extra}
     if options.get("draft_model") is True:
@@ -252,8 +252,8 @@ class Suite:
                  server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
                  trace: bool = False, cost: Any = None, serve: bool = False,
                  other_python: str | None = None) -> None:
-        from ..costcurve import measure_verify_cost
-        from ..invariance import check_batch_invariance
+        from ngramspec.calibration.cost_curve import measure_verify_cost
+        from ngramspec.calibration.invariance import check_batch_invariance
 
         unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
         if unknown:
@@ -275,7 +275,7 @@ class Suite:
         # loaded only when one of them runs; reset before each of their runs.
         self.draft_llm: Any = None
         if any(m in DRAFT_METHODS for m in self.methods):
-            from ..model_proposer import load_draft_model
+            from ngramspec.proposers.draft_model import load_draft_model
 
             self.draft_llm = load_draft_model(draft_model_for(model), self.llm)
         self.engines = {m: make_engine(self.llm, m, invariance=self.invariance,
@@ -294,11 +294,11 @@ class Suite:
             if other_python:
                 self.other = OtherBuild(other_python, self.path, n_ctx, threads, progress=progress)
             if serve:
-                from .ngramspec_server import NgramspecServer
+                from ngramspec.suite.ngramspec_server import NgramspecServer
 
                 self.servers[SERVE_METHOD] = NgramspecServer(self.path, n_ctx, self.threads, self.threads_batch)
             if server:
-                from .server import DEFAULT_MODES, LlamaServer
+                from ngramspec.suite.llama_server import DEFAULT_MODES, LlamaServer
 
                 for mode in server_modes or DEFAULT_MODES:
                     draft = _model_path(draft_model_for(model)) if mode == "draft" else None
@@ -372,7 +372,7 @@ class Suite:
         return runs
 
     def prompt_ids(self, item: Item) -> list[int]:
-        from ..engine import prompt_tokens_for
+        from ngramspec.engine.speculative_engine import prompt_tokens_for
 
         return prompt_tokens_for(self.llm, item.prompt)
 

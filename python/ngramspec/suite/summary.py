@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import oracle
-from .runner import PREDICTION_METHODS, Run, Suite
+from ngramspec.suite import oracle
+from ngramspec.suite.runner import PREDICTION_METHODS, Run, Suite
 
 
 @dataclass

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import ContextTooSmall, PromptTooLong
+from ngramspec.errors import ContextTooSmall, PromptTooLong
 
 DEFAULT_PROMPT = (
     "Here is a Python function and a refactored copy of it.\n\n"
@@ -44,7 +44,7 @@ def _err(msg: str) -> None:
 
 def _load(model: str, n_ctx: int, threads: int | None, seed: int | None = None) -> Any:
     """The command's Llama: ``models.load_llama`` (a name or a GGUF path)."""
-    from .models import load_llama
+    from ngramspec.models import load_llama
 
     return load_llama(model, n_ctx=n_ctx, seed=0 if seed is None else seed, n_threads=threads)
 
@@ -117,7 +117,7 @@ def _stats_line(spec: dict[str, Any]) -> str:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from .wrapper import SpeculativeLlama
+    from ngramspec.integrations.wrapper import SpeculativeLlama
 
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UserError("--max-tokens must be >= 1")
@@ -133,14 +133,14 @@ def _generate(args: argparse.Namespace) -> int:
     if args.max_draft is not None:
         options["max_draft"] = args.max_draft
     if args.draft_model is not None:  # issue 20: loaded and checked against the target here, errors in one line
-        from .model_proposer import as_draft_proposer
+        from ngramspec.proposers.draft_model import as_draft_proposer
 
         try:
             options["draft_model"] = as_draft_proposer(args.draft_model, llm)
         except ValueError as e:
             raise UserError(f"--draft-model: {e}") from None
     if memory is not None:
-        from .memory import TokenizerMismatchError
+        from ngramspec.memory.store import TokenizerMismatchError
 
         options["memory"] = memory
         try:
@@ -192,7 +192,7 @@ def _open_memory(args: argparse.Namespace) -> tuple[Any, Path | None]:
     memory is saved back there after the generation; --prime adds files or folders."""
     if args.memory is None and not args.prime:
         return None, None
-    from .memory import Memory, MemoryFileError, check_save_path
+    from ngramspec.memory.store import Memory, MemoryFileError, check_save_path
 
     path = None
     if args.memory is not None:
@@ -253,13 +253,19 @@ def _break_even(cost: list[float], k: int) -> float:
 def _doctor(args: argparse.Namespace) -> int:
     import llama_cpp
 
-    from .build_info import INSTALL_COMMAND, build_label, invariance_hazards, is_exact_build, system_info
+    from ngramspec.builds.build_info import (
+        INSTALL_COMMAND,
+        build_label,
+        invariance_hazards,
+        is_exact_build,
+        system_info,
+    )
 
     info = system_info()
     exact_build = is_exact_build(info)
     print(f"llama-cpp-python {llama_cpp.__version__}, "
           + build_label(info) + f"\n{info}")
-    from .llama_build import cpu_flags
+    from ngramspec.builds.llama_build import cpu_flags
 
     cpu_amx = "amx_tile" in cpu_flags()
     build_amx = "AMX" in info
@@ -269,7 +275,7 @@ def _doctor(args: argparse.Namespace) -> int:
              if cpu_amx and build_amx else "  -> ok"))
     if args.max_batch < 1:
         raise UserError("--max-batch must be >= 1")
-    from . import invariance_cache
+    from ngramspec.calibration import invariance_cache
 
     llm = _load(args.model, args.n_ctx, args.threads)
     hazards = invariance_hazards(llm, info)
@@ -338,7 +344,7 @@ def _trial(llm: Any, max_draft: int) -> dict[str, str]:
     each: a direction, not a benchmark."""
     import warnings
 
-    from .wrapper import SpeculativeLlama
+    from ngramspec.integrations.wrapper import SpeculativeLlama
 
     spec = SpeculativeLlama(llm, max_draft=max(0, max_draft))
     with warnings.catch_warnings():   # the verdict says what the engine's first-use warning says
@@ -386,9 +392,9 @@ def _trial(llm: Any, max_draft: int) -> dict[str, str]:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .suite import run_suite
-    from .suite.other_build import OtherBuildError
-    from .suite.sources import MissingMaterial
+    from ngramspec.suite import run_suite
+    from ngramspec.suite.other_build import OtherBuildError
+    from ngramspec.suite.sources import MissingMaterial
 
     if args.rounds is not None and args.rounds < 1:
         raise UserError("--rounds must be >= 1")
@@ -396,7 +402,7 @@ def _bench(args: argparse.Namespace) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {args.out}: exists and is not a directory (give a directory for the report)")
     rounds = args.rounds or (1 if args.quick else 3)
-    from .suite.server import MODES
+    from ngramspec.suite.llama_server import MODES
 
     bad = [m for m in (args.server_modes or "").split(",") if m and m not in MODES]
     if bad:
@@ -414,7 +420,7 @@ def _bench(args: argparse.Namespace) -> int:
         if missing:
             raise UserError(f"--serve needs llama-cpp-python's server extras ({', '.join(missing)} missing): "
                             "pip install 'ngramspec[server]'")
-    from .suite.runner import EXTRA_METHODS, METHODS
+    from ngramspec.suite.runner import EXTRA_METHODS, METHODS
 
     methods = list(METHODS)
     if args.methods:
@@ -451,7 +457,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _install_llama(args: argparse.Namespace) -> int:
-    from . import llama_build
+    from ngramspec.builds import llama_build
 
     kind = "stock" if args.stock else "exact"
     p = llama_build.plan(kind, args.version)
@@ -462,7 +468,7 @@ def _install_llama(args: argparse.Namespace) -> int:
     print(p.describe())
     if p.version != llama_build.PINNED_VERSION:
         print(f"note: ngramspec is tested with llama-cpp-python {llama_build.PINNED_VERSION}, not {p.version}")
-    from .build_info import build_label, is_exact_build
+    from ngramspec.builds.build_info import build_label, is_exact_build
 
     cur = p.current
     same_kind = cur.importable and is_exact_build(cur.system_info) == (kind == "exact")
@@ -490,7 +496,7 @@ def _install_llama(args: argparse.Namespace) -> int:
 
 def _serve(argv: list[str]) -> int:
     try:
-        from .server import main as serve
+        from ngramspec.server.app import main as serve
     except ImportError as e:
         _err(f"error: `serve` needs llama-cpp-python's server extras ({e.name} is missing): "
              "pip install 'ngramspec[server]'")
@@ -599,7 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["serve"]:  # its settings are llama-cpp-python server's: server.py parses them
         return _serve(argv[1:])
     args = build_parser().parse_args(argv)
-    from .models import ModelFetchError, ModelLoadError
+    from ngramspec.models import ModelFetchError, ModelLoadError
 
     try:
         _check_shared_args(args)

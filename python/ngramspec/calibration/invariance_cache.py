@@ -38,8 +38,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .costcurve import CostCurveResult, measure_cost_curve, prior_curve
-from .invariance import (
+from ngramspec.calibration.cost_curve import CostCurveResult, measure_cost_curve, prior_curve
+from ngramspec.calibration.invariance import (
     BatchSizeResult,
     InvarianceReport,
     check_batch_invariance,
@@ -68,7 +68,7 @@ _process_withdrawn: dict[str, dict[int, str]] = {}
 
 
 def _cache_root() -> Path:
-    from .llama_build import cache_root
+    from ngramspec.builds.llama_build import cache_root
 
     return cache_root() / "invariance"
 
@@ -86,7 +86,7 @@ def fingerprint(llm: Any) -> dict[str, Any]:
     time, not hashed, so building the key costs microseconds."""
     import llama_cpp
 
-    from .build_info import system_info
+    from ngramspec.builds.build_info import system_info
 
     cp, mp = llm.context_params, llm.model_params
     lib_dir = Path(llama_cpp.__file__).parent / "lib"
@@ -222,7 +222,7 @@ def _write(path: Path, data: dict[str, Any]) -> bool:
 def _answers(report: InvarianceReport, llm: Any, top: int) -> bool:
     """A stored check answers for sizes up to ``top`` on this context if it reached
     the depths a new check would (or found every size above 1 inexact early)."""
-    from . import _llama
+    from ngramspec import _llama
 
     if all(not r.invariant for b, r in report.results.items() if 1 < b <= top):
         return True

@@ -30,21 +30,21 @@ from typing import Any
 
 import numpy as np
 
-from . import _llama
-from .acceptance import accept_greedy, accept_sampled, pick
-from .audit import AuditResult, AuditRule, audit_pass, describe_mismatch, features_note
-from .copy_proposer import CopyProposer
-from .drafter import Drafter
-from .errors import PromptTooLong
-from .invariance import InvarianceReport
-from .ngram_proposer import NGramProposer
-from .output_text import OutputText
-from .policy import CostAwarePolicy, EagerPolicy, curve_origin, describe_cost
-from .prediction import PredictionProposer, prediction_text, prediction_usage
-from .proposer import Proposer
-from .sampling import SamplingParams
-from .stats import GenerationStats
-from .verify_plan import VerifyPlan, build_plan
+from ngramspec import _llama
+from ngramspec.calibration.audit import AuditResult, AuditRule, audit_pass, describe_mismatch, features_note
+from ngramspec.calibration.invariance import InvarianceReport
+from ngramspec.calibration.verify_plan import VerifyPlan, build_plan
+from ngramspec.drafting.drafter import Drafter
+from ngramspec.drafting.policy import CostAwarePolicy, EagerPolicy, curve_origin, describe_cost
+from ngramspec.engine.acceptance import accept_greedy, accept_sampled, pick
+from ngramspec.engine.output_text import OutputText
+from ngramspec.engine.stats import GenerationStats
+from ngramspec.errors import PromptTooLong
+from ngramspec.proposers.base import Proposer
+from ngramspec.proposers.copy import CopyProposer
+from ngramspec.proposers.ngram import NGramProposer
+from ngramspec.proposers.prediction import PredictionProposer, prediction_text, prediction_usage
+from ngramspec.sampling import SamplingParams
 
 __all__ = ["DEFAULT_MAX_DRAFT", "Generation", "SpeculativeEngine", "prompt_tokens_for"]
 
@@ -159,7 +159,7 @@ class SpeculativeEngine:
         if memory is not None:  # binds it to llm's tokenizer: TokenizerMismatchError here
             self.proposers.append(memory.proposer_for(llm))
         if draft_model is not None:  # a second Llama drafting (issue 20)
-            from .model_proposer import as_draft_proposer
+            from ngramspec.proposers.draft_model import as_draft_proposer
 
             self.proposers.append(as_draft_proposer(draft_model, llm))
         self._adaptive = adaptive
@@ -271,8 +271,8 @@ class SpeculativeEngine:
         pass of this engine uses it in exact mode, nor does a plan built afterwards from
         the same invariance report (an engine planned before keeps its plan) or (with
         the cache) a later process. Says so in a warning."""
-        from . import invariance_cache
-        from .build_info import invariance_hazards
+        from ngramspec.builds.build_info import invariance_hazards
+        from ngramspec.calibration import invariance_cache
 
         plan.allowed[size] = False
         stats.withdrawn_sizes.append(size)

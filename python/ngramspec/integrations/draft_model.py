@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from llama_cpp.llama_speculative import LlamaDraftModel
 
-from ._core import NGramPredictor
+from ngramspec._core import NGramPredictor
 
 __all__ = ["NGramDraftModel"]
 

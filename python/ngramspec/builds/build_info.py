@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import llama_build
+from ngramspec.builds import llama_build
 
 __all__ = ["system_info", "build_features", "invariance_hazards", "is_exact_build", "build_label", "build_tag",
            "INSTALL_COMMAND"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ._core import NGramPredictor
-from .proposer import Proposal
+from ngramspec._core import NGramPredictor
+from ngramspec.proposers.base import Proposal
 
 __all__ = ["DEFAULT_NGRAM_PRIOR", "N_NGRAM_SOURCES", "NGramProposer", "ngram_source", "ngram_sources"]
 

@@ -69,8 +69,8 @@ from typing import Any, ClassVar, Union
 
 import numpy as np
 
-from ._core import CorpusMatcher
-from .proposer import EMPTY_TOKENS, Proposal
+from ngramspec._core import CorpusMatcher
+from ngramspec.proposers.base import EMPTY_TOKENS, Proposal
 
 __all__ = ["FOLLOW_WINDOW", "MEMORY_PRIORS", "Memory", "MemoryFileError", "MemoryProposer", "PrimeReport",
            "TokenizerFingerprint", "TokenizerMismatchError", "memory_source", "resumed_source",

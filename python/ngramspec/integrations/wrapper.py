@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from .engine import SpeculativeEngine, prompt_tokens_for
-from .prediction import prediction_text
-from .sampling import SamplingParams
+from ngramspec.engine.speculative_engine import SpeculativeEngine, prompt_tokens_for
+from ngramspec.proposers.prediction import prediction_text
+from ngramspec.sampling import SamplingParams
 
 __all__ = ["SpeculativeLlama", "wrap"]
 

@@ -46,7 +46,7 @@ class ServerProcess:
 
     def peak_rss_mib(self) -> float | None:
         """The server process's peak resident memory so far (Linux only)."""
-        from .rss import vmhwm_mib
+        from ngramspec.suite.rss import vmhwm_mib
 
         return vmhwm_mib(self.proc.pid)
 

@@ -58,9 +58,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import _llama
-from .proposer import EMPTY_TOKENS, Proposal
-from .sampling import SamplingParams, position_uniform, sample, target_distribution
+from ngramspec import _llama
+from ngramspec.proposers.base import EMPTY_TOKENS, Proposal
+from ngramspec.sampling import SamplingParams, position_uniform, sample, target_distribution
 
 __all__ = ["CATCHUP_SHARE", "DEFAULT_DRAFT_PRIOR", "DRAFT_STREAM", "N_DRAFT_BUCKETS", "PROBE_BUDGET", "PROBE_INTERVAL",
            "CostlyGate", "DraftModelProposer", "as_draft_proposer", "check_compatible", "load_draft_model",
@@ -183,7 +183,7 @@ def load_draft_model(model: str | os.PathLike[str], target_llm: Any, **llama_kwa
     ``ngramspec.models``) whose context covers ``target_llm``'s, with the target's
     n_batch, n_ubatch and thread counts unless ``llama_kwargs`` say otherwise."""
     llama_cpp = _llama.llama_cpp_module()
-    from . import models
+    from ngramspec import models
 
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"draft model must be a GGUF path or a model name, got {type(model).__name__}")

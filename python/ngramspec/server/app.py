@@ -76,8 +76,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request as StarletteRequest
 
-from . import models
-from .wrapper import wrap
+from ngramspec import models
+from ngramspec.integrations.wrapper import wrap
 
 __all__ = ["ServeOptions", "build_parser", "create_app", "main"]
 
@@ -610,7 +610,7 @@ def _wrap(llm: Any, options: ServeOptions) -> Any:
     if path is not None:
         # One memory for every request of this server: sharing across its users is
         # what `--memory` asks for (README, Memory). Saved atomically at shutdown.
-        from .memory import Memory
+        from ngramspec.memory.store import Memory
 
         memory = Memory.load(path) if os.path.exists(path) else Memory()
     # The engine binds the memory to llm's tokenizer as it is built, before anything is
@@ -751,7 +751,7 @@ def settings_from_args(args: argparse.Namespace) -> Tuple[Any, Any, ServeOptions
     if not 0 <= server_settings.port <= 65535:   # uvicorn would bind some other port and say it had this one
         raise UserError(f"--port must be in 0..65535, got {server_settings.port}")
     if args.memory is not None:
-        from .memory import Memory, check_save_path
+        from ngramspec.memory.store import Memory, check_save_path
 
         try:   # saved there at shutdown: refused now, before the model loads
             check_save_path(args.memory)
@@ -771,7 +771,7 @@ def settings_from_args(args: argparse.Namespace) -> Tuple[Any, Any, ServeOptions
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``ngramspec serve ARGS``: build the app and run it with uvicorn until stopped."""
-    from .models import ModelFetchError
+    from ngramspec.models import ModelFetchError
 
     args = build_parser().parse_args(argv)
     try:

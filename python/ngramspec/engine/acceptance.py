@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .sampling import SamplingParams, position_uniform, sample, target_distribution, verify_draft
+from ngramspec.sampling import SamplingParams, position_uniform, sample, target_distribution, verify_draft
 
 __all__ = ["accept_greedy", "accept_sampled", "pick"]
 

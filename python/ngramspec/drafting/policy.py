@@ -50,10 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from .copy_proposer import COPY_PRIORS, N_COPY_SOURCES
-from .costmodel import CostModel
-from .ngram_proposer import N_NGRAM_SOURCES
-from .proposer import Proposal
+from ngramspec.drafting.cost_model import CostModel
+from ngramspec.proposers.base import Proposal
+from ngramspec.proposers.copy import COPY_PRIORS, N_COPY_SOURCES
+from ngramspec.proposers.ngram import N_NGRAM_SOURCES
 
 __all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "EagerPolicy", "N_SOURCES", "curve_origin", "describe_cost",
            "EXPLORE_SLOPE", "EXPLORE_GAIN",

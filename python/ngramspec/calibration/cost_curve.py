@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _llama
-from .errors import ContextTooSmall
+from ngramspec import _llama
+from ngramspec.errors import ContextTooSmall
 
 if TYPE_CHECKING:
     from typing_extensions import TypeGuard  # typing's from Python 3.10

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .proposer import Proposal
+from ngramspec.proposers.base import Proposal
 
 __all__ = ["PredictionProposer", "prediction_text", "prediction_usage"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .invariance import InvarianceReport, check_batch_invariance
+from ngramspec.calibration.invariance import InvarianceReport, check_batch_invariance
 
 __all__ = ["VerifyPlan", "build_plan", "no_exact_size_warning"]
 
@@ -21,7 +21,7 @@ __all__ = ["VerifyPlan", "build_plan", "no_exact_size_warning"]
 def no_exact_size_warning(llm: Any, report: InvarianceReport) -> str:
     """The first-use warning of exact mode when no size above 1 is exact: what was
     checked, the causes on this build and setup, and the two ways out."""
-    from .build_info import INSTALL_COMMAND, invariance_hazards, is_exact_build
+    from ngramspec.builds.build_info import INSTALL_COMMAND, invariance_hazards, is_exact_build
 
     hazards = invariance_hazards(llm)
     cause = f" Causes here: {'; '.join(hazards)}." if hazards else ""
@@ -72,14 +72,14 @@ def build_plan(llm: Any, *, exact: bool, max_batch: int, can_roll_back: bool,
             return VerifyPlan(allowed, invariance.relative_costs(), False, "given report"), invariance
         # One sweep: fast mode's curve is far from linear (a tiled kernel makes
         # 8+ rows cheap per row), so it is priced as measured.
-        from .costcurve import measure_verify_cost
+        from ngramspec.calibration.cost_curve import measure_verify_cost
 
         curve = measure_verify_cost(llm, max_batch, reps=1, context_tokens=32)
         return VerifyPlan(allowed, dict(enumerate(curve.relative, 1)), False, "cost sweep"), invariance
     origin = "given report"
     if invariance is None:
         if use_cache:
-            from .invariance_cache import load_or_check
+            from ngramspec.calibration.invariance_cache import load_or_check
 
             invariance = load_or_check(llm, max_batch)
             origin = "invariance check (cached per model and build)"

@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._core import SuffixMatcher
-from .proposer import EMPTY_TOKENS, Proposal
+from ngramspec._core import SuffixMatcher
+from ngramspec.proposers.base import EMPTY_TOKENS, Proposal
 
 __all__ = ["COPY_PRIORS", "CopyProposer", "N_COPY_SOURCES", "copy_confirmed", "copy_source", "copy_sources"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .proposer import Proposal, Proposer
+from ngramspec.proposers.base import Proposal, Proposer
 
 __all__ = ["Drafter", "assign_source_bases"]
 

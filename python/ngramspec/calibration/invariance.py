@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _llama
-from .costcurve import CostCurveResult, llm_threads, prior_curve, validate_curve
-from .errors import ContextTooSmall
+from ngramspec import _llama
+from ngramspec.calibration.cost_curve import CostCurveResult, llm_threads, prior_curve, validate_curve
+from ngramspec.errors import ContextTooSmall
 
 __all__ = ["BatchSizeResult", "InvarianceReport", "check_batch_invariance", "check_sizes", "check_depths",
            "covers", "effective_max_batch", "CHECK_DENSE_UP_TO", "MAX_CHECK_BATCH", "MAX_CHECK_DEPTH",
@@ -125,7 +125,7 @@ def probe_streams(llm: Any, length: int) -> list[list[int]]:
     """Two token streams of at least ``length`` tokens: code then prose, and prose
     then code, each repeated. At every depth the check decodes the next tokens of
     each, so every depth is probed with two different texts."""
-    from .probe_texts import CODE, PROSE
+    from ngramspec.calibration.probe_texts import CODE, PROSE
 
     code = [int(t) for t in llm.tokenize(CODE.encode(), add_bos=False, special=False)]
     prose = [int(t) for t in llm.tokenize(PROSE.encode(), add_bos=False, special=False)]

@@ -1,0 +1,3 @@
+from ngramspec.server.app import main
+
+main()

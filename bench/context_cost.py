@@ -17,8 +17,9 @@ import json
 import sys
 from dataclasses import asdict
 
-from ngramspec.calibration.cost_curve import ContextCost, measure_verify_cost
-from ngramspec.suite.runner import _model_path, load
+from ngramspec.calibration.cost_curve import ContextCost
+from ngramspec.calibration.cost_timing import measure_verify_cost
+from ngramspec.suite.loading import load, model_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the curves here")
     args = ap.parse_args(argv)
     contexts = [int(c) for c in args.contexts.split(",")]
-    llm = load(_model_path(args.model), "plain", max(contexts) + args.max_batch + 64, args.threads)
+    llm = load(model_path(args.model), "plain", max(contexts) + args.max_batch + 64, args.threads)
     sizes = [1, 2, 3, 5, 9, 13, 17]
     sizes = [b for b in sizes if b <= args.max_batch]
     print("| context | t(1) ms | " + " | ".join(f"r({b})" for b in sizes[1:]) + " |")

@@ -17,14 +17,16 @@ import time
 from typing import Any
 
 from ngramspec.builds.build_info import build_label
-from ngramspec.suite import runner, sources
+from ngramspec.suite import sources
+from ngramspec.suite.loading import load, make_engine, model_path
+from ngramspec.suite.run_record import FirstTokenClock
 
 MODES = ("plain", "exact", "fast")
 
 
 def one_run(llm: Any, engines: dict[str, Any], mode: str, item: sources.Item) -> tuple[float, list[Any] | None]:
     """Decode seconds per token after the first, and the fast engine's trace (or None)."""
-    clock = runner.FirstTokenClock()
+    clock = FirstTokenClock()
     llm.reset()
     if mode == "plain":
         out = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0,
@@ -54,9 +56,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    llm = runner.load(runner._model_path(args.model), "plain", 4096, args.threads)
+    llm = load(model_path(args.model), "plain", 4096, args.threads)
     workloads = sources.build(llm, True, None)
-    engines = {"exact": runner.make_engine(llm, "ngramspec"), "fast": runner.make_engine(llm, "ngramspec fast")}
+    engines = {"exact": make_engine(llm, "ngramspec"), "fast": make_engine(llm, "ngramspec fast")}
     engines["fast"].trace = True
     for e in engines.values():
         e.prepare()

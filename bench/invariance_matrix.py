@@ -21,7 +21,7 @@ CHILD = r'''
 import json, sys, time
 import numpy as np, llama_cpp
 from ngramspec import models, check_batch_invariance, _llama
-from ngramspec.cli.main import DEFAULT_PROMPT
+from ngramspec.cli.common import DEFAULT_PROMPT
 name, max_batch = sys.argv[1], int(sys.argv[2])
 llm = llama_cpp.Llama(str(models.fetch(name)), n_ctx=1024, seed=0, verbose=False)
 rep = check_batch_invariance(llm, max_batch=max_batch)

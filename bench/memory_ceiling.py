@@ -1,4 +1,4 @@
-"""How much memory could give on the memory sequences, at best (issue 19).
+"""How much memory could give on the memory sequences, at best.
 
 Replays the plain outputs recorded by ``bench/memory_sequences.py`` (its JSON) with
 an oracle for the draft length: every pass verifies exactly as many tokens as the
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ngramspec._core import NGramPredictor, SuffixMatcher
-from ngramspec.memory.store import Memory, MemoryProposer
+from ngramspec.memory.proposer import MemoryProposer
+from ngramspec.memory.store import Memory
 from ngramspec.models import load_llama
 
 

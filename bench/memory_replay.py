@@ -27,7 +27,8 @@ import numpy as np
 
 from ngramspec.drafting.drafter import Drafter
 from ngramspec.drafting.policy import CostAwarePolicy
-from ngramspec.engine.speculative_engine import DEFAULT_MAX_DRAFT, prompt_tokens_for
+from ngramspec.engine.request import prompt_tokens_for
+from ngramspec.engine.speculative_engine import DEFAULT_MAX_DRAFT
 from ngramspec.memory.store import Memory
 from ngramspec.models import load_llama
 from ngramspec.proposers.base import Proposer

@@ -1,4 +1,4 @@
-"""Memory across requests (issue 19): sequences of requests run in order through
+"""Memory across requests: sequences of requests run in order through
 one wrapper, with and without an ``ngramspec.Memory``.
 
 Sequences, from real material nobody on the team wrote:
@@ -59,7 +59,7 @@ from ngramspec import Memory, wrap
 from ngramspec.calibration import invariance_cache
 from ngramspec.models import load_llama
 from ngramspec.suite import sources
-from ngramspec.suite.runner import FirstTokenClock
+from ngramspec.suite.run_record import FirstTokenClock
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = ("plain", "no memory", "memory", "primed")

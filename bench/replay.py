@@ -11,10 +11,10 @@ with the model-free limit on the same tokens. Only the decode cost is modelled
 [r(1), r(2), ...], "exact_sizes": [...]} or a bare list), or a preset:
   avx2      the AVX2 EPYC of the last suite runs, 2 threads (this run's own curve
             when the report was measured there; r(7) about 4.3-4.9);
-  cpu-1t    a 1-thread CPU curve (FACTS 3b: r(2) 1.15, r(4) 1.75, r(7) 2.8, r(8) 3.5);
+  cpu-1t    a 1-thread CPU curve (measured: r(2) 1.15, r(4) 1.75, r(7) 2.8, r(8) 3.5);
   gpu       a GPU-like curve, r(B) = 1 + 0.05 (B - 1), exact sizes up to 16.
 
---believed-curve replays the online correction (issue 16): the policy starts from
+--believed-curve replays the online correction: the policy starts from
 this curve (a preset or file, e.g. the loaded-machine curve "trap": r(B) = B), learns
 the cost from the timings the true curve (--cost-curve) gives each pass, and
 explores as the engine does; --no-explore turns exploration off to compare, and
@@ -52,13 +52,13 @@ from ngramspec._llama import tokenize_text
 from ngramspec.calibration.cost_curve import ContextCost
 from ngramspec.drafting.drafter import Drafter
 from ngramspec.drafting.policy import CostAwarePolicy
-from ngramspec.engine.speculative_engine import prompt_tokens_for
+from ngramspec.engine.request import prompt_tokens_for
 from ngramspec.proposers.base import Proposal
 from ngramspec.proposers.copy import CopyProposer
 from ngramspec.proposers.ngram import NGramProposer
 from ngramspec.proposers.prediction import PredictionProposer
 from ngramspec.suite import oracle, sources
-from ngramspec.suite.runner import _model_path
+from ngramspec.suite.loading import model_path
 
 # r(B) for B = 1.., and the batch sizes an exact decoder may use there.
 PRESETS: dict[str, tuple[list[float], list[int]]] = {
@@ -168,7 +168,7 @@ def main() -> int:
         a, b, f = opts.burst.split(":")
         burst = (int(a), int(b), float(f))
     data = json.loads(Path(opts.report).read_text())
-    llm = llama_cpp.Llama(_model_path(data["model"]), vocab_only=True, verbose=False)
+    llm = llama_cpp.Llama(model_path(data["model"]), vocab_only=True, verbose=False)
     names = sorted({r["workload"] for r in data["runs"]})
     items = {(w.name, i.label): i for w in sources.build(llm, data["quick"], names) for i in w.items}
     cost, exact_sizes = load_curve(opts.cost_curve, data)

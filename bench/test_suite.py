@@ -19,6 +19,7 @@ import os
 import pytest
 
 from ngramspec.suite import runner, summary
+from ngramspec.suite.run_record import Run
 
 MODEL = os.environ.get("NGRAMSPEC_BENCH_MODEL", "smollm2-135m")
 QUICK = os.environ.get("NGRAMSPEC_BENCH_QUICK", "0") == "1"
@@ -38,7 +39,7 @@ def suite():
 @pytest.mark.parametrize("name", WORKLOADS)
 def test_workload(benchmark, suite, name):
     w = suite.workload(name)
-    runs: list[runner.Run] = []
+    runs: list[Run] = []
     round_ = [0]
 
     def peers():

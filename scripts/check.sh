@@ -27,13 +27,12 @@ for check in "${checks[@]}"; do
             # Files and strictness come from pyproject.toml [tool.mypy].
             "$PY" -m mypy || failed+=(mypy)
             # Tests and bench: errors, not missing annotations (pyproject.toml explains).
-            # MYPYPATH=tests: the helpers the tests import by bare name (prompts, plain,
-            # reference_*; conftest puts tests/ on sys.path). --allow-any-generics: a bare
+            # The tests are a package (tests.support holds their helpers). --allow-any-generics: a bare
             # dict / list / Popen is a missing annotation, not an error. --no-warn-unreachable:
             # mypy keeps an attribute narrowed by an assert across the calls that change it,
             # so tests that assert a state, act, then assert the next state read as unreachable.
             echo "== mypy (tests, bench: looser)"
-            MYPYPATH=tests "$PY" -m mypy --allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls \
+            "$PY" -m mypy --allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls \
                 --allow-untyped-decorators --no-warn-return-any --check-untyped-defs --allow-any-generics \
                 --no-warn-unreachable --follow-imports=silent --explicit-package-bases tests bench \
                 || failed+=(mypy-tests) ;;

@@ -2,7 +2,7 @@
 """Build (once) and install the pinned llama-cpp-python with the exact flags (or,
 with --stock, as a plain `pip install` builds it) into the running Python.
 
-The logic lives in the package (``ngramspec.llama_build``, the `ngramspec
+The logic lives in the package (``ngramspec.builds.llama_build``, the `ngramspec
 install-llama` command); this script loads that one module from the source tree,
 so it runs before ngramspec itself is installed (scripts/setup.sh).
 
@@ -15,7 +15,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-MODULE = Path(__file__).resolve().parent.parent / "python" / "ngramspec" / "llama_build.py"
+MODULE = Path(__file__).resolve().parent.parent / "python" / "ngramspec" / "builds" / "llama_build.py"
 
 
 def load_llama_build():  # type: ignore[no-untyped-def]

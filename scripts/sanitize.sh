@@ -72,11 +72,8 @@ assert where.startswith(sys.argv[1]), f"ngramspec._core came from {where}, not t
 print("sanitized core:", where)
 EOF
 
-TESTS=(tests/test_predictor.py tests/test_suffix_matcher.py tests/test_predictor_bad_input.py)
-for extra in tests/test_corpus_matcher.py; do
-    [ -f "$extra" ] && TESTS+=("$extra")
-done
-TESTS+=(tests/test_stress_bindings.py)
+# The C++ core's tests: every test of the bindings, the stress tests included.
+TESTS=(tests/core)
 
 # -p no:cacheprovider: leave .pytest_cache to the main run. --capture=sys: pytest
 # must not swallow file descriptor 2, where the sanitizer prints its report before

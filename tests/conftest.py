@@ -1,35 +1,20 @@
-import sys
-from pathlib import Path
-
 import pytest
 
-# The reference predictor and helpers live beside the tests.
-sys.path.insert(0, str(Path(__file__).parent))
+# Helpers shared by the tests live in the package tests/support (imported as tests.support.*).
 
-# ---- test tiers (pyproject.toml [tool.pytest.ini_options] markers; README, Development)
+# ---- test tiers (pyproject.toml [tool.pytest.ini_options] markers; docs/development.md)
 #
 # `pytest -m "not model"` is the unit tier; `pytest` runs everything. A test is marked
 # `model` here when it uses one of these fixtures, directly or through another fixture
-# (pytest's fixture closure), so test files need no marks of their own.
+# (pytest's fixture closure), so test files need no marks of their own. A test that
+# loads a model in a subprocess (the ngramspec command) asks for `smollm2_path`, which
+# also fetches the model it runs on. A test may also say @pytest.mark.model itself.
 MODEL_FIXTURES = frozenset({"smollm2_path", "llm", "invariance", "engine", "eager_engine"})
-
-# Tests that load a model in a subprocess (the ngramspec command) without a model
-# fixture to show it: (file name, test function). A test can also say
-# @pytest.mark.model itself.
-SUBPROCESS_MODEL_TESTS = frozenset({
-    ("test_cli.py", "test_generate_chat_and_sampled"),
-    ("test_cli.py", "test_doctor"),
-    ("test_cli.py", "test_bench_quick_writes_a_well_formed_report"),
-})
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.get_closest_marker("model") is not None:
-            continue
-        uses_model = bool(MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())))
-        key = (item.path.name, getattr(item, "originalname", item.name))
-        if uses_model or key in SUBPROCESS_MODEL_TESTS:
+        if item.get_closest_marker("model") is None and MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.model)
 
 

@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ngramspec.suite import report, runner, summary
+from ngramspec.suite.methods import draft_model_for
+from ngramspec.suite.rss import peak_rss_mib
+from ngramspec.suite.run_record import Run
 
 METHODS = ("plain", "ngramspec", "ngramspec+draft", "draft-only")
 SERVER_MODES = ("none", "draft")
@@ -30,7 +33,7 @@ def sh(cmd: str) -> str:
     return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
 
 
-def method_figures(runs: list[runner.Run], method: str, workload: str) -> dict[str, Any]:
+def method_figures(runs: list[Run], method: str, workload: str) -> dict[str, Any]:
     mine = [r for r in runs if r.method == method and r.workload == workload and not r.error]
     out: dict[str, Any] = {"runs": len(mine), "tokens": sum(r.tokens for r in mine)}
     drafted = sum(r.stats.get("drafted_tokens", 0) for r in mine)
@@ -109,7 +112,7 @@ def main() -> int:
         failed = {(r.workload, r.item) for r in runs if r.error}
         longest = max((i for w in suite.workloads for i in w.items if (w.name, i.label) not in failed),
                       key=lambda i: len(i.prompt))
-        peaks = {**{m: runner.peak_rss_mib(suite.path, m, longest, suite.n_ctx, args.threads) for m in METHODS},
+        peaks = {**{m: peak_rss_mib(suite.path, m, longest, suite.n_ctx, args.threads) for m in METHODS},
                  **peaks}
         rss_item = longest.label
     else:
@@ -290,7 +293,7 @@ def server_only(model: str, binary: str, workloads: list[str] | None, threads: i
     from ngramspec.suite.llama_server import LlamaServer
 
     path = resolve_model_path(model)
-    draft = resolve_model_path(runner.draft_model_for(model))
+    draft = resolve_model_path(draft_model_for(model))
     start = {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "uptime": sh("uptime")}
     t0 = time.time()
     llm = Llama(path, n_ctx=512, n_threads=threads, verbose=False)

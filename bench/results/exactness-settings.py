@@ -1,17 +1,15 @@
 """Exact mode vs plain greedy with other Llama settings (exact build, SmolLM2-135M, 4 long chats, 256 tokens).
 
-Run from the repository root: PYTHONPATH=python .venv/bin/python bench/results/exactness-settings.py
+Run from the repository root: PYTHONPATH=python:. .venv/bin/python bench/results/exactness-settings.py
 (NGRAMSPEC_CACHE_DIR picks where the invariance verdicts are kept; a fresh one re-certifies.)
 """
 
-import sys
 from typing import Any
 
-sys.path.insert(0, "tests")
-
 import llama_cpp
-from long_chats import conversations
-from plain import plain_tokens
+
+from tests.support.long_chats import conversations
+from tests.support.plain import plain_tokens
 
 from ngramspec import SpeculativeEngine, models
 from ngramspec.suite import sources

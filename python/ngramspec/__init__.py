@@ -7,11 +7,14 @@ from ngramspec._core import NGramPredictor, SuffixMatcher
 
 if TYPE_CHECKING:  # the lazy exports, as type checkers should see them
     from ngramspec.calibration.invariance import InvarianceReport, check_batch_invariance
-    from ngramspec.engine.speculative_engine import Generation, SpeculativeEngine
+    from ngramspec.engine.generation import Generation
+    from ngramspec.engine.speculative_engine import SpeculativeEngine
     from ngramspec.engine.stats import GenerationStats
     from ngramspec.integrations.draft_model import NGramDraftModel
     from ngramspec.integrations.wrapper import SpeculativeLlama, wrap
-    from ngramspec.memory.store import Memory, MemoryFileError, TokenizerMismatchError
+    from ngramspec.memory.file_format import MemoryFileError
+    from ngramspec.memory.fingerprint import TokenizerMismatchError
+    from ngramspec.memory.store import Memory
 
 __version__ = "0.1.0"
 
@@ -35,7 +38,7 @@ __all__ = [
 
 _LAZY = {
     "SpeculativeEngine": "engine.speculative_engine",
-    "Generation": "engine.speculative_engine",
+    "Generation": "engine.generation",
     "InvarianceReport": "calibration.invariance",
     "check_batch_invariance": "calibration.invariance",
     "GenerationStats": "engine.stats",
@@ -43,8 +46,8 @@ _LAZY = {
     "wrap": "integrations.wrapper",
     "NGramDraftModel": "integrations.draft_model",
     "Memory": "memory.store",
-    "MemoryFileError": "memory.store",
-    "TokenizerMismatchError": "memory.store",
+    "MemoryFileError": "memory.file_format",
+    "TokenizerMismatchError": "memory.fingerprint",
 }
 
 

@@ -15,8 +15,8 @@ def llama_cpp_module() -> Any:
         import llama_cpp
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "ngramspec's engine needs llama-cpp-python; install it with scripts/install_llama_cpp.py "
-            "(see README) so that it is built with batch-invariant kernels"
+            "ngramspec's engine needs llama-cpp-python; install it with `pip install "
+            "llama-cpp-python==0.3.36`, then `ngramspec install-llama` for the exact build (docs/exactness.md)"
         ) from e
     return llama_cpp
 

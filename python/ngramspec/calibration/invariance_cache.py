@@ -8,11 +8,11 @@ one file whose name is a digest of the setup (``fingerprint``):
   are bit-exact. Deterministic; it only changes with the model file, the
   llama.cpp build or the context settings that pick kernels.
 - the verify-cost curve r(B) over the sizes that are exact
-  (``costcurve.measure_cost_curve``): interleaved rounds, median ratios,
+  (``cost_timing.measure_cost_curve``): interleaved rounds, median ratios,
   validated. A busy machine can spoil a timing, so **only a curve that passed
   validation is stored**, with when and how it was measured (timestamp, rounds,
   statistic, threads). A curve that fails every attempt is replaced by the
-  stated prior (``costcurve.prior_curve``) for this process only; the next
+  stated prior (``cost_curve.prior_curve``) for this process only; the next
   process measures again.
 
 Reading is strict: every value of a stored file is checked (types, booleans
@@ -29,16 +29,16 @@ Files live in ``$NGRAMSPEC_CACHE_DIR/invariance`` or the user cache
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import operator
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from ngramspec.calibration.cost_curve import CostCurveResult, measure_cost_curve, prior_curve
+from ngramspec.atomic_write import atomic_write_text
+from ngramspec.calibration.cost_curve import CostCurveResult, prior_curve
+from ngramspec.calibration.cost_timing import measure_cost_curve
 from ngramspec.calibration.invariance import (
     BatchSizeResult,
     InvarianceReport,
@@ -48,9 +48,7 @@ from ngramspec.calibration.invariance import (
     covers,
     effective_max_batch,
 )
-
-if TYPE_CHECKING:
-    from typing_extensions import TypeGuard  # typing's from Python 3.10
+from ngramspec.json_checks import is_int, is_number
 
 __all__ = ["cache_path", "fingerprint", "load_or_check", "recalibrate", "parse_invariance", "curve_sizes", "withdraw"]
 
@@ -115,14 +113,6 @@ def cache_path(key: dict[str, Any]) -> Path:
 # ---------------------------------------------------------------------------
 # Strict reading.
 
-def _is_int(x: Any) -> TypeGuard[int]:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x: Any) -> TypeGuard[float]:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
 def parse_invariance(data: Any, sizes: list[int]) -> InvarianceReport:
     """A stored invariance section, validated value by value; ValueError if any
     value is wrong or a size in ``sizes`` is missing. Rules: ``single_token_seconds``
@@ -133,36 +123,36 @@ def parse_invariance(data: Any, sizes: list[int]) -> InvarianceReport:
     if not isinstance(data, dict):
         raise ValueError("invariance entry is not an object")
     one = data.get("single_token_seconds")
-    if not _is_number(one) or not math.isfinite(one) or one <= 0:
+    if not is_number(one) or not math.isfinite(one) or one <= 0:
         raise ValueError(f"bad single_token_seconds {one!r}")
     rows = data.get("results")
     if not isinstance(rows, list):
         raise ValueError("results is not a list")
     report = InvarianceReport(single_token_seconds=float(one))
     depths = data.get("depths")
-    if not isinstance(depths, list) or not depths or not all(_is_int(d) and d >= 1 for d in depths):
+    if not isinstance(depths, list) or not depths or not all(is_int(d) and d >= 1 for d in depths):
         raise ValueError(f"bad depths {depths!r}")
     probes, took = data.get("probes"), data.get("check_seconds")
-    if not _is_int(probes) or probes < 1:
+    if not is_int(probes) or probes < 1:
         raise ValueError(f"bad probes {probes!r}")
-    if not _is_number(took) or not math.isfinite(took) or took < 0:
+    if not is_number(took) or not math.isfinite(took) or took < 0:
         raise ValueError(f"bad check_seconds {took!r}")
     report.depths, report.probes, report.check_seconds = list(depths), int(probes), float(took)
     for row in rows:
         if not isinstance(row, list) or len(row) != 6:
             raise ValueError(f"bad result row {row!r}")
         b, invariant, differing, diff, seconds, failed_at = row
-        if not _is_int(b) or b < 1 or b in report.results:
+        if not is_int(b) or b < 1 or b in report.results:
             raise ValueError(f"bad or repeated batch size {b!r}")
         if not isinstance(invariant, bool):
             raise ValueError(f"invariant at B={b} is {invariant!r}, not a boolean")
-        if not _is_int(differing) or not 0 <= differing <= b or (differing == 0) != invariant:
+        if not is_int(differing) or not 0 <= differing <= b or (differing == 0) != invariant:
             raise ValueError(f"rows_differing at B={b} is {differing!r} (invariant={invariant})")
-        if not _is_number(diff) or diff < 0 or math.isinf(diff):
+        if not is_number(diff) or diff < 0 or math.isinf(diff):
             raise ValueError(f"max_abs_diff at B={b} is {diff!r}")
-        if not _is_number(seconds) or not math.isfinite(seconds) or seconds <= 0:
+        if not is_number(seconds) or not math.isfinite(seconds) or seconds <= 0:
             raise ValueError(f"seconds at B={b} is {seconds!r}")
-        if not (failed_at is None if invariant else _is_int(failed_at) and failed_at >= 1):
+        if not (failed_at is None if invariant else is_int(failed_at) and failed_at >= 1):
             raise ValueError(f"failed_at at B={b} is {failed_at!r} (invariant={invariant})")
         report.results[b] = BatchSizeResult(b, invariant, differing, float(diff), float(seconds), failed_at)
     if 1 in report.results and not report.results[1].invariant:
@@ -207,15 +197,11 @@ def _store(path: Path, key: dict[str, Any], report: InvarianceReport, curve: Cos
 def _write(path: Path, data: dict[str, Any]) -> bool:
     """Atomic write; False when the cache cannot be written (a read-only cache only
     costs the next start-up a fresh measurement)."""
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(data))
         return True
     except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         return False
 
 

@@ -72,7 +72,7 @@ def build_plan(llm: Any, *, exact: bool, max_batch: int, can_roll_back: bool,
             return VerifyPlan(allowed, invariance.relative_costs(), False, "given report"), invariance
         # One sweep: fast mode's curve is far from linear (a tiled kernel makes
         # 8+ rows cheap per row), so it is priced as measured.
-        from ngramspec.calibration.cost_curve import measure_verify_cost
+        from ngramspec.calibration.cost_timing import measure_verify_cost
 
         curve = measure_verify_cost(llm, max_batch, reps=1, context_tokens=32)
         return VerifyPlan(allowed, dict(enumerate(curve.relative, 1)), False, "cost sweep"), invariance

@@ -6,7 +6,7 @@ measurement, so a kernel that gets cheaper per row at 8+ rows (fast mode) is
 priced as it is. One pooled factor, ``scale``, is a moving average over every
 verify pass timed since, so a single noisy timing cannot steer the choice.
 
-Online correction (issue 16). A curve measured under load can price every batch
+Online correction. A curve measured under load can price every batch
 at r(B) = B; then no draft pays, no batch above one token is ever timed, and the
 scale could never learn that the machine is quiet again. Two things keep the
 estimate alive; both are decided by the policy (``policy.py``), which knows what

@@ -15,10 +15,11 @@ lengths, and the policy's choice among the allowed batch sizes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
+from ngramspec.drafting.cost_gate import gate_for
+from ngramspec.drafting.policy_protocol import Policy
 from ngramspec.proposers.base import Proposal, Proposer
 
 __all__ = ["Drafter", "assign_source_bases"]
@@ -38,18 +39,18 @@ def assign_source_bases(proposers: Sequence[Proposer]) -> int:
 
 class Drafter:
     """proposers: the sources of drafts, in priority order (ties go to the first).
-    policy: a ``CostAwarePolicy`` or ``EagerPolicy``.
+    policy: a ``Policy`` (``CostAwarePolicy`` or ``EagerPolicy``).
     allowed: allowed[b] is True when a verify batch of b tokens may be used.
     max_draft: most draft tokens per pass."""
 
-    def __init__(self, proposers: Sequence[Proposer], policy: Any, allowed: np.ndarray, max_draft: int) -> None:
+    def __init__(self, proposers: Sequence[Proposer], policy: Policy, allowed: np.ndarray, max_draft: int) -> None:
         self.proposers = list(proposers)
         self.policy = policy
         self.allowed = allowed
         self.max_draft = min(max_draft, len(allowed) - 2)
         assign_source_bases(self.proposers)
         # A costly proposer (a draft model) carries a gate that prices it before it is called.
-        self._gates = [getattr(p, "gate", None) for p in self.proposers]
+        self._gates = [gate_for(p) for p in self.proposers]
         for p in self.proposers:
             policy.declare_sources(p.source_base, p.source_priors, keep=getattr(p, "keeps_acceptance", False))
         self._offered: list[Proposal] = []

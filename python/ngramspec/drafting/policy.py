@@ -3,7 +3,7 @@
 A verify batch of B tokens costs r(B) single-token decodes (``CostModel``), so a
 draft is only worth verifying when enough of it is likely to be accepted. The
 policy keeps, for each draft *source* (a bucket of one proposer: see
-``proposer.py``), an exponential moving average of how often a draft token from
+``proposers/base.py``), an exponential moving average of how often a draft token from
 that source was accepted, given that the tokens before it were. It picks the
 proposal and length k that maximise expected tokens per unit of verify time,
 where k = 0 (a plain one-token decode, ratio 1) is always a candidate, so on text
@@ -14,7 +14,7 @@ refused are scored in hindsight (``defer`` / ``settle``). Blind probing (verify
 one token every so often) was tried and dropped: replaying the suite's outputs
 (bench/replay.py) it cost up to 1% on unpredictable text and gained nothing.
 
-Online correction of the cost curve (issue 16): hindsight can show that refused
+Online correction of the cost curve: hindsight can show that refused
 drafts would pay under a cheaper, plausible curve while the curve in use prices
 every draft out (a curve measured under load, or a burst of load during a
 generation). Then no batch above one token would ever be timed again, and the
@@ -46,7 +46,7 @@ the proposal that rests on the longest match.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,12 +55,14 @@ from ngramspec.proposers.base import Proposal
 from ngramspec.proposers.copy import COPY_PRIORS, N_COPY_SOURCES
 from ngramspec.proposers.ngram import N_NGRAM_SOURCES
 
-__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "EagerPolicy", "N_SOURCES", "curve_origin", "describe_cost",
-           "EXPLORE_SLOPE", "EXPLORE_GAIN",
+if TYPE_CHECKING:
+    from ngramspec.drafting.policy_protocol import Policy
+
+__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "EagerPolicy", "N_SOURCES", "EXPLORE_SLOPE", "EXPLORE_GAIN",
            "EXPLORE_EVERY", "EXPLORE_MAX_INTERVAL"]
 
 #: The optimistic curve explorations are judged by: r(B) = 1 + EXPLORE_SLOPE (B - 1),
-#: inside the range measured on CPUs (FACTS 3, 3b: 0.33-0.70 per extra row).
+#: inside the range measured on CPUs (0.33-0.70 per extra row).
 EXPLORE_SLOPE = 0.5
 #: An exploration needs this many expected tokens per unit of verify time under
 #: the optimistic curve (plain decoding scores 1).
@@ -320,51 +322,6 @@ class EagerPolicy:
         pass
 
 
-def curve_origin(plan: Any, report: Any) -> str:
-    """Where a verify plan's cost curve came from, in words (stats, doctor)."""
-    if getattr(plan, "origin", "") == "cost sweep":
-        return "measured now (fast mode's one cost sweep)"
-    curve = getattr(report, "cost_curve", None)
-    if curve is None and hasattr(report, "one_shot_curve"):
-        curve = report.one_shot_curve()
-        if curve is not None and curve.origin != "prior":
-            return "measured now (the invariance check's one-shot timings)"
-    if curve is not None:
-        text = str(curve.describe())
-        return text + " (in the given invariance report)" if plan.origin == "given report" else text
-    if getattr(plan, "origin", "") == "given report":
-        return "given report (the invariance check's own timings)"
-    return str(getattr(plan, "origin", "unknown"))
-
-
-def describe_cost(stats: Any, plan: Any, policy: Any, *, max_draft: int, can_roll_back: bool) -> None:
-    """Fills a generation's ``cost_curve_origin``, ``relative_costs``,
-    ``explored_passes`` and ``speculation_off_reason`` at its end."""
-    if isinstance(policy, CostAwarePolicy):
-        cost = policy.cost
-        origin = cost.origin
-        if cost.corrected:
-            origin += f"; corrected online (scale {cost.scale:.2f})"
-        stats.cost_curve_origin = origin
-        stats.relative_costs = cost.relative_costs()
-        stats.explored_passes = policy.explored_generation
-    else:
-        stats.cost_curve_origin = "none: the eager policy verifies every allowed draft token"
-        stats.relative_costs = dict(getattr(plan, "relative_costs", {}) or {})
-    reason = None
-    allowed = getattr(plan, "allowed", None)
-    if not can_roll_back:
-        reason = "this model's cache cannot be rolled back (recurrent or hybrid): plain decoding"
-    elif max_draft <= 0:
-        reason = "max_draft is 0 (or the context's batch limit is 1)"
-    elif allowed is not None and not np.asarray(allowed)[2:].any():
-        reason = ("no verify batch size above 1 is bit-exact on this model and build (exact=False speculates anyway)"
-                  if getattr(plan, "exact", True) else "no verify batch size above 1 is allowed")
-    elif stats.forward_passes and not stats.drafted_tokens:
-        if isinstance(policy, CostAwarePolicy):
-            c = policy.cost.costs
-            reason = (f"no draft verified: none offered, or none expected to pay for its verify cost (r(2) = {c[2]:.2f}"
-                      + (f", r({len(c) - 1}) = {c[-1]:.2f}" if len(c) > 3 else "") + ")")
-        else:
-            reason = "no draft was offered"
-    stats.speculation_off_reason = reason
+if TYPE_CHECKING:  # mypy checks here that both policies satisfy the Policy protocol
+    _COST_AWARE: Policy = CostAwarePolicy(2)
+    _EAGER: Policy = EagerPolicy()

@@ -22,16 +22,16 @@ class GenerationStats:
     drafted_by_source: dict[str, int] = field(default_factory=dict)
     accepted_by_source: dict[str, int] = field(default_factory=dict)
     # With SpeculativeEngine(trace=True): one (source, first token's source index
-    # (policy.ngram_source: its share bucket, or policy.copy_source: its match-length
+    # (proposers.ngram.ngram_source: its share bucket, or proposers.copy.copy_source: its match-length
     # bucket), draft tokens verified, accepted, decode seconds) per pass.
     trace: list[tuple[str, int, int, int, float]] = field(default_factory=list)
     # With a prediction: OpenAI's accepted_prediction_tokens / rejected_prediction_tokens.
     prediction: dict[str, int] = field(default_factory=dict)
-    # Which verify-cost curve priced the drafts (issue 16): where it came from
+    # Which verify-cost curve priced the drafts (docs/design.md, the cost model): where it came from
     # ("measured now", "cached (measured ...)", "prior ..., because ...", fast mode's
     # sweep, ...; "; corrected online (scale s)" when timings moved it by > 10%),
     # r(B) as priced at the end of the generation, the passes chosen to measure the
-    # cost rather than for their expected gain (policy.py: exploration and one-token
+    # cost rather than for their expected gain (drafting/policy.py: exploration and one-token
     # refresh), and why no draft was verified at all, when none was (None otherwise).
     cost_curve_origin: str = ""
     relative_costs: dict[int, float] = field(default_factory=dict)

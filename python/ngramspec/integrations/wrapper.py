@@ -13,85 +13,29 @@ wrapped ``Llama``'s.
 """
 from __future__ import annotations
 
-import random
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
-from ngramspec.engine.speculative_engine import SpeculativeEngine, prompt_tokens_for
+from ngramspec.engine.generation import GenerationStream
+from ngramspec.engine.request import check_exact, prompt_tokens_for
+from ngramspec.engine.speculative_engine import SpeculativeEngine
+from ngramspec.integrations.llama_call_args import (
+    COMPLETION_REFUSES,
+    COMPLETION_REFUSES_GREEDY,
+    GENERATE_REFUSES,
+    call_seeds,
+    check_token_ids,
+    is_greedy,
+    logit_bias_map,
+    refuse,
+    refused,
+    sampling_params,
+)
 from ngramspec.proposers.prediction import prediction_text
-from ngramspec.sampling import SamplingParams
 
 __all__ = ["SpeculativeLlama", "wrap"]
-
-
-def _check_exact(exact: Any) -> None:
-    if exact is not None and not isinstance(exact, bool):
-        raise TypeError(f"exact must be True, False or None, got {type(exact).__name__}")
-
-
-#: LLAMA_DEFAULT_SEED: the seed (-1, or 2**32 - 1) that llama.cpp replaces by a random one.
-_RANDOM_SEED = 0xFFFFFFFF
-
-
-def _call_seeds(llm: Any, seed: Any) -> tuple[int | None, int]:
-    """(the seed the Llama keeps after this call, the seed this call samples with),
-    as llama-cpp-python's ``create_completion`` has them: a given seed becomes the
-    Llama's seed; without one, the next seed of the Llama's own sequence
-    (``random.Random(llm._seed)``) does. So ``Llama(seed=...)`` and ``set_seed``
-    make sampled text reproducible here as they do there (a fresh OS-random seed per
-    call made them no-ops). A seed of -1 samples from a fresh random seed, as it
-    does there. Nothing is set here: the caller sets the Llama's seed once the
-    request has passed its checks (plain checks the prompt first)."""
-    if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))):
-        raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
-    if seed is None:
-        current = getattr(llm, "_seed", None)
-        if current is None:        # not a llama_cpp.Llama: nothing to follow
-            return None, random.SystemRandom().randrange(2**32)
-        seed = random.Random(current).randint(0, 2**32)
-    seed = int(seed)
-    if seed & 0xFFFFFFFF == _RANDOM_SEED:
-        # llama.cpp's sampler takes this seed (-1 as a uint32) to mean "draw one
-        # from std::random_device", so plain samples differently on every such call.
-        return seed, random.SystemRandom().randrange(2**32)
-    return seed, seed
-
-
-def _check_token_ids(ids: Any, n_vocab: int, what: str = "token id") -> None:
-    """ValueError naming the first id outside the vocabulary (llama.cpp would index
-    past its tables: an IndexError, or the process aborted)."""
-    bad = [t for t in ids if not 0 <= t < n_vocab]
-    if bad:
-        raise ValueError(f"{what} {bad[0]} is out of range: the vocabulary has {n_vocab} tokens (0..{n_vocab - 1})")
-
-
-def _logit_bias_map(logit_bias: Any, n_vocab: int) -> dict[int, float]:
-    """``logit_bias`` as llama-cpp-python reads it, ``{int(id): float(bias)}`` (so
-    OpenAI's string ids are fine), with every id in the vocabulary and every bias a
-    number: a bad one is a ValueError / TypeError naming it, not an IndexError."""
-    out: dict[int, float] = {}
-    for key, bias in logit_bias.items():
-        if isinstance(key, (bool, np.bool_)):
-            raise TypeError(f"logit_bias keys must be token ids, got {key!r}")
-        try:
-            tok = int(key)
-        except (TypeError, ValueError):
-            raise TypeError(f"logit_bias keys must be token ids (int, or a str of one), got {key!r}") from None
-        if isinstance(key, float) and key != tok:
-            raise TypeError(f"logit_bias keys must be token ids, got {key!r}")
-        _check_token_ids([tok], n_vocab, "logit_bias token id")
-        try:
-            value = float(bias)
-        except (TypeError, ValueError):
-            value = float("nan")
-        if value != value:
-            raise ValueError(f"logit_bias[{key!r}] must be a number, got {bias!r}")
-        out[tok] = value
-    return out
 
 
 def _usage(n_prompt: int, gen: Any) -> dict[str, Any]:
@@ -160,8 +104,8 @@ class SpeculativeLlama:
         """``Llama.detokenize``, with the ids checked first: llama.cpp aborts the
         whole process (std::out_of_range) on an id outside the vocabulary."""
         n_vocab = self.llm.n_vocab()
-        _check_token_ids(tokens, n_vocab)
-        _check_token_ids(() if prev_tokens is None else prev_tokens, n_vocab)
+        check_token_ids(tokens, n_vocab)
+        check_token_ids(() if prev_tokens is None else prev_tokens, n_vocab)
         return bytes(self.llm.detokenize(tokens, prev_tokens=prev_tokens, special=special))
 
     # ------------------------------------------------------------------
@@ -202,53 +146,45 @@ class SpeculativeLlama:
             follows it. The text is the same as without it; the response's usage
             then carries ``completion_tokens_details`` with OpenAI's
             ``accepted_prediction_tokens`` and ``rejected_prediction_tokens``."""
-        if stop is None:
-            stop = []
-        _check_exact(exact)
-        greedy = temperature == 0 or (temperature > 0 and top_k == 1)
-        unsupported = {
-            "suffix": suffix is not None, "logprobs": logprobs is not None,
-            "mirostat_mode": mirostat_mode != 0, "logits_processor": logits_processor is not None,
-            "grammar": grammar is not None,
-        }
-        if greedy:
-            unsupported.update({
-                "frequency_penalty": frequency_penalty != 0.0, "presence_penalty": presence_penalty != 0.0,
-                "repeat_penalty": repeat_penalty != 1.0, "logit_bias": bool(logit_bias)})
-        bad = [name for name, used in unsupported.items() if used]
+        check_exact(exact)
+        greedy = is_greedy(temperature, top_k)
+        args = {"suffix": suffix, "logprobs": logprobs, "mirostat_mode": mirostat_mode,
+                "logits_processor": logits_processor, "grammar": grammar, "frequency_penalty": frequency_penalty,
+                "presence_penalty": presence_penalty, "repeat_penalty": repeat_penalty, "logit_bias": logit_bias}
+        bad = refused(COMPLETION_REFUSES + COMPLETION_REFUSES_GREEDY if greedy else COMPLETION_REFUSES, args)
         if bad:
-            raise NotImplementedError(
-                f"ngramspec does not support {', '.join(bad)} in {'greedy' if greedy else 'sampled'} speculative "
-                "decoding; call the wrapped Llama (.llm) directly for such requests")
+            refuse(f"{', '.join(bad)} in {'greedy' if greedy else 'sampled'} speculative decoding")
         if logit_bias:
-            logit_bias = _logit_bias_map(logit_bias, self.llm.n_vocab())
-        llm_seed, call_seed = _call_seeds(self.llm, seed)
-        sampling = None
-        if not greedy:
-            if temperature < 0:
-                # llama-cpp-python samples from the whole distribution at a negative
-                # temperature: logit bias and penalties, then no truncation, T = 1.
-                top_k, top_p, min_p, typical_p, temperature = 0, 1.0, 0.0, 1.0, 1.0
-            sampling = SamplingParams(
-                temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p,
-                repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
-                presence_penalty=presence_penalty, penalty_last_n=self.llm.last_n_tokens_size,
-                logit_bias=logit_bias or None,
-                seed=call_seed)
+            logit_bias = logit_bias_map(logit_bias, self.llm.n_vocab())
+        llm_seed, call_seed = call_seeds(self.llm, seed)
+        sampling = None if greedy else sampling_params(
+            self.llm, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p,
+            repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+            logit_bias=logit_bias, seed=call_seed)
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         limit = None if max_tokens is None or max_tokens <= 0 else max_tokens
         head = {"id": f"cmpl-{uuid.uuid4()}", "object": "text_completion", "created": int(time.time()),
                 "model": model if model is not None else self.llm.model_path}
-        prefix = ""
-        if echo:
-            prefix = prompt if isinstance(prompt, str) else self.llm.detokenize(
-                prompt_tokens_for(self.llm, prompt)).decode("utf-8", errors="ignore")
+        prefix = self._echoed_prompt(prompt) if echo else ""
         run = self.engine.stream(prompt, max_tokens=limit, stop=stops, stopping_criteria=stopping_criteria,
                                  sampling=sampling, exact=exact, prediction=prediction)
         if llm_seed is not None and hasattr(self.llm, "set_seed"):
             self.llm.set_seed(llm_seed)
         if stream:
             return self._stream_chunks(run, head, prefix)
+        return self._completion(run, head, prefix)
+
+    __call__ = create_completion
+
+    def _echoed_prompt(self, prompt: str | list[int]) -> str:
+        """The prompt's text, as ``echo=True`` puts it before the completion."""
+        if isinstance(prompt, str):
+            return prompt
+        text: str = self.llm.detokenize(prompt_tokens_for(self.llm, prompt)).decode("utf-8", errors="ignore")
+        return text
+
+    def _completion(self, run: GenerationStream, head: dict[str, Any], prefix: str) -> dict[str, Any]:
+        """Runs the generation to its end and returns the response."""
         gen = run.run_to_end()
         self.last_speculative = {"used": True, **gen.stats.to_dict()}
         return {
@@ -259,9 +195,7 @@ class SpeculativeLlama:
             "speculative": self.last_speculative,
         }
 
-    __call__ = create_completion
-
-    def _stream_chunks(self, run: Any, head: dict[str, Any], prefix: str) -> Iterator[dict[str, Any]]:
+    def _stream_chunks(self, run: GenerationStream, head: dict[str, Any], prefix: str) -> Iterator[dict[str, Any]]:
         """One chunk per verify pass: the text that can no longer change (no split
         UTF-8 character, nothing that may still turn out to start a stop string).
         The last chunk, with no text as plain's, carries the finish reason, the
@@ -273,13 +207,16 @@ class SpeculativeLlama:
         if prefix:
             yield chunk(prefix, None)
         for _ in run:
-            end = run.text.stable_end
+            text = run.text
+            assert text is not None   # set by the run's first pass
+            end = text.stable_end
             if end > sent:
-                yield chunk(run.text.slice(sent, end).decode("utf-8", errors="ignore"), None)
+                yield chunk(text.slice(sent, end).decode("utf-8", errors="ignore"), None)
                 sent = end
-        gen = run.result
+        gen, text = run.result, run.text
+        assert gen is not None and text is not None   # set when the run ended
         self.last_speculative = {"used": True, **gen.stats.to_dict()}
-        rest = run.text.slice(sent).decode("utf-8", errors="ignore")
+        rest = text.slice(sent).decode("utf-8", errors="ignore")
         if rest:
             # Its own chunk, as plain's stream ends with an empty finishing chunk: the
             # chat handler turns a chunk with a finish_reason into an empty delta, so
@@ -333,13 +270,12 @@ class SpeculativeLlama:
 
         if stop is None:
             stop = []
-        _check_exact(exact)  # a bad value fails here, before any formatting
+        check_exact(exact)  # a bad value fails here, before any formatting
         prediction_text(prediction)
         # The chat handler passes logprobs on only with top_logprobs, so logprobs=True
         # alone would reach create_completion as None and be dropped without a word.
         if logprobs or top_logprobs is not None:
-            raise NotImplementedError("ngramspec does not support logprobs / top_logprobs in chat completions; "
-                                      "call the wrapped Llama (.llm) directly for such requests")
+            refuse("logprobs / top_logprobs in chat completions")
         llm = self.llm
         handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
                    or llama_chat_format.get_chat_completion_handler(llm.chat_format))
@@ -372,8 +308,8 @@ class SpeculativeLlama:
         yield exactly the plain tokens (with exact=True); unlike ``Llama.generate``
         they end after an end-of-generation token (yielded last) or at the end of
         the context. ``exact``: this call's verify mode (None: the wrapper's)."""
-        _check_exact(exact)
-        if not (temp == 0 or (temp > 0 and top_k == 1)):
+        check_exact(exact)
+        if not is_greedy(temp, top_k):
             plain: Iterator[int] = self.llm.generate(
                 tokens, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p, temp=temp,
                 repeat_penalty=repeat_penalty, reset=reset, frequency_penalty=frequency_penalty,
@@ -381,10 +317,10 @@ class SpeculativeLlama:
                 mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, penalize_nl=penalize_nl,
                 logits_processor=logits_processor, stopping_criteria=stopping_criteria, grammar=grammar)
             return plain
-        bad = [n for n, used in {"repeat_penalty": repeat_penalty != 1.0, "frequency_penalty": frequency_penalty != 0,
-                                 "presence_penalty": presence_penalty != 0, "mirostat_mode": mirostat_mode != 0,
-                                 "logits_processor": logits_processor is not None, "grammar": grammar is not None,
-                                 "reset=False": not reset}.items() if used]
+        bad = refused(GENERATE_REFUSES, {
+            "repeat_penalty": repeat_penalty, "frequency_penalty": frequency_penalty,
+            "presence_penalty": presence_penalty, "mirostat_mode": mirostat_mode,
+            "logits_processor": logits_processor, "grammar": grammar, "reset=False": reset})
         if bad:
             raise NotImplementedError(f"ngramspec's greedy generate does not support {', '.join(bad)}")
         return self._generate_greedy(list(tokens), stopping_criteria, exact)

@@ -60,11 +60,10 @@ import numpy as np
 
 from ngramspec import _llama
 from ngramspec.proposers.base import EMPTY_TOKENS, Proposal
+from ngramspec.proposers.draft_model_loading import check_compatible, is_llama, load_draft_model, memory_report
 from ngramspec.sampling import SamplingParams, position_uniform, sample, target_distribution
 
-__all__ = ["CATCHUP_SHARE", "DEFAULT_DRAFT_PRIOR", "DRAFT_STREAM", "N_DRAFT_BUCKETS", "PROBE_BUDGET", "PROBE_INTERVAL",
-           "CostlyGate", "DraftModelProposer", "as_draft_proposer", "check_compatible", "load_draft_model",
-           "memory_report"]
+__all__ = ["DEFAULT_DRAFT_PRIOR", "DRAFT_STREAM", "N_DRAFT_BUCKETS", "DraftModelProposer", "as_draft_proposer"]
 
 # The stream of position_uniform the draft model samples with. The target's
 # verification uses stream 0 (plain draws, residual and bonus tokens) and stream 1
@@ -73,134 +72,9 @@ DRAFT_STREAM = 2
 N_DRAFT_BUCKETS = 8
 DEFAULT_DRAFT_PRIOR = 0.7
 _EMA = 0.2
-# A costly proposer the policy refuses is still called once every PROBE_INTERVAL
-# passes, so that it is noticed when the text becomes one it drafts well.
-PROBE_INTERVAL = 32
-PROBE_TOKENS = 4
-# ... and only when the probe's expected cost (its catch-up of the text the draft
-# model has not seen included) is at most PROBE_BUDGET of the target decode time
-# since the proposer was last called, and of the current generation's so far.
-# Measured without it (Qwen2.5-Coder-0.5B
-# drafting for the 1.5B, 2 threads, bench/results/draft-model-qwen2.5-coder-1.5b.md):
-# one probe per short generation (3-5 s of decode) cost 8-17% of its decode time:
-# the draft model's catch-up of the text since its last call plus four draft decodes.
-PROBE_BUDGET = 0.05
-# Before a catch-up was timed: a prompt token in a catch-up batch is priced at this
-# share of a decoded draft token (batched prefill on a CPU runs several times
-# faster per token than decoding; a guess on the dear side, so probes wait).
-CATCHUP_SHARE = 0.25
 # Catch-ups longer than this (after the policy skipped the draft model for a while,
 # or a long prompt prefilled lazily) are timed apart from the per-token average.
 _SHORT_CATCHUP = 2
-
-
-def _is_llama(obj: Any) -> bool:
-    return isinstance(obj, _llama.llama_cpp_module().Llama)
-
-
-def _special_tokens(llm: Any) -> dict[str, int]:
-    model = llm._model
-    out = {"BOS": int(model.token_bos()), "EOS": int(model.token_eos())}
-    eot = getattr(model, "token_eot", None)
-    if eot is not None:
-        out["EOT"] = int(eot())
-    return out
-
-
-def check_compatible(draft_llm: Any, target_llm: Any, *, check_tokenizer: bool = True) -> None:
-    """Raise TypeError / ValueError unless ``draft_llm`` can draft for ``target_llm``:
-    two distinct, open ``llama_cpp.Llama`` objects with the same vocabulary size,
-    the same BOS/EOS/EOT ids, the same token texts (on a sample of ids), a cache
-    that can be rolled back, and a draft context at least as long as the target's
-    usable context (the draft's own decoding reaches llama.cpp's n_ctx)."""
-    for what, llm in (("draft_llm", draft_llm), ("target_llm", target_llm)):
-        if not _is_llama(llm):
-            raise TypeError(f"{what} must be a llama_cpp.Llama, got {type(llm).__name__}")
-        try:
-            _llama.context_of(llm)
-        except ValueError:
-            raise ValueError(f"{what} has been closed; create a new Llama") from None
-    if draft_llm is target_llm:
-        raise ValueError("the draft model must be a separate Llama (its own context), not the target itself")
-    n_draft, n_target = draft_llm.n_vocab(), target_llm.n_vocab()
-    if n_draft != n_target:
-        raise ValueError(f"the draft model's vocabulary has {n_draft} tokens and the target's has {n_target}: "
-                         "a draft model must share the target's vocabulary")
-    sd, st = _special_tokens(draft_llm), _special_tokens(target_llm)
-    differ = [f"{k} {sd[k]} (draft) vs {st[k]} (target)" for k in st if k in sd and sd[k] != st[k]]
-    if differ:
-        raise ValueError("the draft model's special tokens differ from the target's: " + ", ".join(differ)
-                         + "; use a draft model from the target's family")
-    if check_tokenizer:
-        dm, tm = draft_llm._model, target_llm._model
-        step = max(1, n_target // 997)
-        for t in range(0, n_target, step):
-            a, b = dm.token_get_text(t), tm.token_get_text(t)
-            if a != b:
-                raise ValueError(f"the draft model's tokenizer differs from the target's: token {t} is {a!r} "
-                                 f"in the draft and {b!r} in the target")
-    if not _llama.can_roll_back(draft_llm):
-        raise ValueError("the draft model is recurrent or hybrid: its cache cannot be rolled back after a rejection")
-    c_draft, c_target = int(draft_llm.n_ctx()), _llama.usable_n_ctx(target_llm)
-    if c_draft < c_target:
-        raise ValueError(f"the draft model's context ({c_draft} tokens) is shorter than the target's ({c_target}): "
-                         f"create the draft Llama with n_ctx >= {c_target}")
-
-
-# f32, f16, bf16, q8_0, q4_0, q4_1
-_BYTES_PER_KV_ELEMENT = {0: 4.0, 1: 2.0, 30: 2.0, 8: 34 / 32, 2: 20 / 32, 3: 24 / 32}
-
-
-def _kv_bytes(llm: Any) -> int:
-    """KV cache size estimate: n_ctx x layers x kv heads x head size x (K + V)."""
-    llama_cpp = _llama.llama_cpp_module()
-    model = llm._model.model
-    n_layer = llama_cpp.llama_model_n_layer(model)
-    n_head = max(1, llama_cpp.llama_model_n_head(model))
-    n_head_kv = llama_cpp.llama_model_n_head_kv(model)
-    head_dim = llama_cpp.llama_model_n_embd(model) // n_head
-    params = llm.context_params
-    per_k = _BYTES_PER_KV_ELEMENT.get(int(params.type_k), 2.0)
-    per_v = _BYTES_PER_KV_ELEMENT.get(int(params.type_v), 2.0)
-    return int(llm.n_ctx() * n_layer * n_head_kv * head_dim * (per_k + per_v))
-
-
-def memory_report(draft_llm: Any, target_llm: Any) -> dict[str, int]:
-    """Bytes the two models hold: weights (llama_model_size) and an estimate of
-    each KV cache. The draft model's share is what it adds to the target alone."""
-    llama_cpp = _llama.llama_cpp_module()
-    out = {}
-    for what, llm in (("draft", draft_llm), ("target", target_llm)):
-        out[f"{what}_weights_bytes"] = int(llama_cpp.llama_model_size(llm._model.model))
-        out[f"{what}_kv_bytes"] = _kv_bytes(llm)
-    out["draft_total_bytes"] = out["draft_weights_bytes"] + out["draft_kv_bytes"]
-    out["target_total_bytes"] = out["target_weights_bytes"] + out["target_kv_bytes"]
-    return out
-
-
-def load_draft_model(model: str | os.PathLike[str], target_llm: Any, **llama_kwargs: Any) -> Any:
-    """A ``llama_cpp.Llama`` for a draft model (a GGUF path or a name from
-    ``ngramspec.models``) whose context covers ``target_llm``'s, with the target's
-    n_batch, n_ubatch and thread counts unless ``llama_kwargs`` say otherwise."""
-    llama_cpp = _llama.llama_cpp_module()
-    from ngramspec import models
-
-    if not isinstance(model, (str, os.PathLike)):
-        raise TypeError(f"draft model must be a GGUF path or a model name, got {type(model).__name__}")
-    path = str(model)
-    if path in models.MODELS:
-        path = str(models.fetch(path))
-    elif not os.path.isfile(path):
-        raise ValueError(f"draft model {path!r} is neither a file nor a known model name "
-                         f"({', '.join(sorted(models.MODELS))})")
-    _llama.context_of(target_llm)
-    params = target_llm.context_params
-    kwargs: dict[str, Any] = {
-        "n_ctx": max(int(target_llm.n_ctx()), _llama.usable_n_ctx(target_llm)), "n_batch": target_llm.n_batch,
-        "n_ubatch": params.n_ubatch, "n_threads": params.n_threads, "n_threads_batch": params.n_threads_batch,
-        "verbose": False}
-    kwargs.update(llama_kwargs)
-    return llama_cpp.Llama(path, **kwargs)
 
 
 class DraftModelProposer:
@@ -249,9 +123,10 @@ class DraftModelProposer:
         self.n_buckets = int(n_buckets)
         self.source_priors: Sequence[float] = (float(prior),) * self.n_buckets
         self.source_base = 0
-        # Whether to call this proposer each pass (the Drafter asks it): kept across
-        # generations, so a refused draft model is probed once per interval overall.
-        self.gate = CostlyGate()
+        # Whether to call this proposer each pass: a ``CostlyGate`` the drafting layer
+        # attaches (``cost_gate.gate_for``) and keeps here across generations, so a
+        # refused draft model is probed once per interval overall.
+        self.gate: Any = None
         llama_cpp = _llama.llama_cpp_module()
         self.size_ratio = (llama_cpp.llama_model_n_params(draft_llm._model.model)
                            / max(1, llama_cpp.llama_model_n_params(target_llm._model.model)))
@@ -521,10 +396,8 @@ def as_draft_proposer(draft_model: Any, target_llm: Any, **options: Any) -> Draf
     GGUF path / model name (loaded with ``load_draft_model``). The prompt is
     evaluated lazily (``lazy_prefill``), at the draft model's first call: the
     engine's gate prices that catch-up, so a draft model it never calls costs
-    nothing. Measured with eager prefill (Qwen2.5-Coder-0.5B for the 1.5B, 2
-    threads, six quick workloads): the time to the first token was 2.0-2.2x
-    model-free ngramspec's (grounded_qa 32.9 s against 14.8 s), on generations
-    where the gate then never called the draft model; lazily, it is the same."""
+    nothing (eager prefill doubled the time to the first token even then:
+    docs/performance.md, "Draft model")."""
     options.setdefault("lazy_prefill", True)
     if isinstance(draft_model, DraftModelProposer):
         if set(options) - {"lazy_prefill"}:
@@ -534,119 +407,7 @@ def as_draft_proposer(draft_model: Any, target_llm: Any, **options: Any) -> Draf
         return draft_model
     if isinstance(draft_model, (str, os.PathLike)):
         draft_model = load_draft_model(draft_model, target_llm)
-    elif not _is_llama(draft_model):
+    elif not is_llama(draft_model):
         raise TypeError("draft_model must be a llama_cpp.Llama, a GGUF path, a model name or a DraftModelProposer, "
                         f"got {type(draft_model).__name__}")
     return DraftModelProposer(draft_model, target_llm, **options)
-
-
-class CostlyGate:
-    """Whether, and for how many tokens, to call a costly proposer (one whose
-    ``propose`` runs a model) this pass, decided before it is called.
-
-    The expected tokens of a k-token draft, 1 + sum_j prod_{i<=j} a(source_i)
-    (the policy's acceptance per source; the bonus token counts 1), are divided
-    by what the pass costs in single-token target decodes: r(k + 1) for the
-    verify batch plus the draft's ``expected_seconds(k)`` over the target's
-    measured one-token time (``call_cost``; before those are known, ``size_ratio``
-    x (k + CATCHUP_SHARE x the tokens the draft model has not seen)). The
-    proposer is called for the k with the best score if that score beats
-    ``best_other`` (the best the other proposers offer this pass; plain decoding
-    scores 1). Otherwise it is refused, and a refused proposer is probed
-    (``probe_tokens`` tokens), so that its acceptance (verified or scored in
-    hindsight) and its cost stay current, at most once every ``probe_interval``
-    passes, and only once the probe's expected cost, catch-up included, is at most
-    ``probe_budget`` of the target time since the proposer was last called and of
-    the current generation's so far (each pass counted as one target token, which
-    no pass costs less than): a refused draft model costs at most that share of any
-    generation's decode time, however short the generations.
-    The policy is read through its public pricing API only: ``cost`` (``costs``,
-    ``single_seconds``), ``acceptance_of(source)`` and, to price the other
-    proposals, ``score(sources, allowed)`` (``CostAwarePolicy``). Without a cost
-    model (an eager policy: no ``cost`` or ``acceptance_of``) it is always called.
-
-    Exactness with a sampled draft: the choice uses sources (draft positions)
-    and costs only, never the draft tokens or their q, so whether and how much
-    of a sampled draft is verified does not depend on the sampled values."""
-
-    def __init__(self, probe_interval: int = PROBE_INTERVAL, probe_tokens: int = PROBE_TOKENS,
-                 probe_budget: float = PROBE_BUDGET) -> None:
-        if probe_interval < 1 or probe_tokens < 1:
-            raise ValueError("probe_interval and probe_tokens must be >= 1")
-        if not probe_budget > 0:
-            raise ValueError(f"probe_budget must be > 0, got {probe_budget!r}")
-        self.probe_interval = int(probe_interval)
-        self.probe_tokens = int(probe_tokens)
-        self.probe_budget = float(probe_budget)
-        self.refused = 0      # passes since the proposer was last called
-        self.passes = 0       # passes planned in the current generation
-        self.calls = 0
-        self.probes = 0
-        self.refusals = 0
-
-    def plan(self, proposer: Any, policy: Any, allowed: np.ndarray, k: int,
-             others: float | Sequence[Proposal] = 1.0) -> int:
-        """Tokens to ask ``proposer`` for this pass (0: do not call it). ``others``:
-        this pass's other proposals (scored by the policy), or the best score
-        among them (plain decoding scores 1)."""
-        if k <= 0:
-            return 0
-        self.passes += 1
-        cost = getattr(policy, "cost", None)
-        acceptance_of = getattr(policy, "acceptance_of", None)
-        if cost is None or acceptance_of is None:  # eager: no prices
-            self.calls += 1
-            return k
-        if isinstance(others, (int, float)):
-            best_other = float(others)
-        else:
-            score = getattr(policy, "score", None)  # none: the others count as plain decoding
-            best_other = max([1.0] + [score(p.sources, allowed) for p in others if len(p) and score is not None])
-        single = getattr(cost, "single_seconds", float("nan"))
-        costs = cost.costs
-        sources = proposer.planned_sources(k)
-        best_k, best = 0, best_other
-        reach = expected = 1.0
-        for j in range(1, k + 1):
-            reach *= acceptance_of(sources[j - 1])
-            expected += reach
-            if j + 1 < len(allowed) and allowed[j + 1]:
-                draft_cost = self.call_cost(proposer, j, single)
-                score = expected / (costs[j + 1] + draft_cost)
-                if score > best:
-                    best_k, best = j, score
-        if best_k:
-            self.refused = 0
-            self.calls += 1
-            return best_k
-        self.refused += 1
-        self.refusals += 1
-        if self.refused >= self.probe_interval:
-            n = min(k, self.probe_tokens)
-            while n > 0 and not (n + 1 < len(allowed) and allowed[n + 1]):
-                n -= 1
-            # Within budget both since the last call and in this generation: a short
-            # generation never carries a probe that earlier generations paid for.
-            if n and self.call_cost(proposer, n, single) <= self.probe_budget * min(self.refused, self.passes):
-                self.refused = 0
-                self.probes += 1
-                self.calls += 1
-                return n
-        return 0
-
-    @staticmethod
-    def call_cost(proposer: Any, n: int, single: float) -> float:
-        """What asking ``proposer`` for ``n`` tokens now costs, in target-token decodes:
-        its ``expected_seconds`` (catch-up included) over the target's one-token time;
-        before either is measured, ``size_ratio`` x (n + CATCHUP_SHARE x the tokens it
-        has not seen)."""
-        seconds = proposer.expected_seconds(n)
-        if seconds is not None and single > 0:
-            return float(seconds) / single
-        pending = proposer.pending_tokens() if hasattr(proposer, "pending_tokens") else 0
-        return float(proposer.size_ratio) * (n + CATCHUP_SHARE * pending)
-
-    def new_generation(self) -> None:
-        """A generation starts (the Drafter's ``begin``): the probe budget of this
-        generation starts from nothing; ``refused`` carries on across generations."""
-        self.passes = 0

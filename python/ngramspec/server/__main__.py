@@ -1,3 +1,5 @@
-from ngramspec.server.app import main
+import sys
 
-main()
+from ngramspec.server.cli import main
+
+sys.exit(main())

@@ -1,6 +1,9 @@
 """The benchmark suite behind ``ngramspec bench`` and ``bench/test_suite.py``:
-real workloads (sources), the methods run side by side (runner), the model-free
-limit (oracle), the figures (summary), and the report with its plots (report, plots)."""
+real workloads (sources), the methods (named in methods, loaded by loading, timed
+in in_process and run_record) run side by side (runner), the model-free limit
+(oracle), the figures (summary), and the report with its plots (report, plots,
+http_overhead). Imports run one way: methods, run_record -> loading -> in_process,
+rss -> other_build, servers -> runner -> summary -> reports."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -16,12 +19,14 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
     other_python: also run plain, ngramspec and ngramspec fast on that Python's
     llama-cpp-python build (runner.Suite)."""
     from ngramspec.suite import report, runner, sources, summary
+    from ngramspec.suite.methods import EXTRA_METHODS, METHODS
     from ngramspec.suite.provenance import git_commit
+    from ngramspec.suite.rss import peak_rss_mib
 
     if rounds < 1:
         raise ValueError("rounds must be >= 1")
     sources.check_installed(plots=plot)
-    suite = runner.Suite(model, quick=quick, threads=threads, methods=tuple(methods or runner.METHODS),
+    suite = runner.Suite(model, quick=quick, threads=threads, methods=tuple(methods or METHODS),
                          progress=progress, server=server, server_modes=tuple(server_modes),
                          serve=serve, other_python=other_python)
     peaks: dict[str, float] = {}
@@ -39,6 +44,6 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
         failed = {(r.workload, r.item) for r in runs if r.error}
         longest = max((i for w in suite.workloads for i in w.items if (w.name, i.label) not in failed),
                       key=lambda i: len(i.prompt))
-        peaks = {**{m: runner.peak_rss_mib(suite.path, m, longest, suite.n_ctx, threads) for m in suite.methods
-                    if m in runner.METHODS + runner.EXTRA_METHODS}, **peaks}
+        peaks = {**{m: peak_rss_mib(suite.path, m, longest, suite.n_ctx, threads) for m in suite.methods
+                    if m in METHODS + EXTRA_METHODS}, **peaks}
     return report.write(Path(out_dir), suite, figs, runs, rounds, command, git_commit(), peaks, plot=plot)

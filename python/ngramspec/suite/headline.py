@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ngramspec.suite.other_build import OTHER_BUILD_METHODS
+from ngramspec.suite.methods import OTHER_BUILD_METHODS
 
 SERVER_PREFIX = "llama-server ngram-"
 

@@ -19,6 +19,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from ngramspec.suite.rss import vmhwm_mib
+
 # "none" is the server decoding plainly: its own baseline, next to ours.
 DEFAULT_MODES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
 # "draft": classic speculative decoding with a draft model (``-md``, ``--spec-type
@@ -46,8 +48,6 @@ class ServerProcess:
 
     def peak_rss_mib(self) -> float | None:
         """The server process's peak resident memory so far (Linux only)."""
-        from ngramspec.suite.rss import vmhwm_mib
-
         return vmhwm_mib(self.proc.pid)
 
     def close(self) -> None:

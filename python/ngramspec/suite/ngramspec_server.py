@@ -1,5 +1,5 @@
 """``ngramspec serve`` as a benchmark method: the package's own OpenAI-compatible
-server in a subprocess, driven over loopback HTTP (issue 18, Measure).
+server in a subprocess, driven over loopback HTTP (what serving adds: http_overhead.py).
 
 The server loads the same model file with the same context size and thread counts
 as the suite's in-process Llama (and llama-cpp-python's other defaults, where

@@ -18,15 +18,13 @@ import os
 import subprocess
 import sys
 from dataclasses import asdict
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
+from ngramspec.suite.in_process import InProcessMethods
+from ngramspec.suite.loading import load, make_engine
+from ngramspec.suite.methods import ENGINE_OPTIONS, MEASURED_MAX_BATCH, OTHER_BUILD_METHODS
+from ngramspec.suite.run_record import Run
 from ngramspec.suite.sources import Item
-
-if TYPE_CHECKING:
-    from ngramspec.suite.runner import Run
-
-# The methods each build runs: its plain decoding, exact mode and fast mode.
-OTHER_BUILD_METHODS = ("plain", "ngramspec", "ngramspec fast")
 
 
 class OtherBuildError(RuntimeError):
@@ -80,8 +78,6 @@ class OtherBuild:
         return answer
 
     def run_once(self, method: str, workload: str, item: Item, round_: int) -> Run:
-        from ngramspec.suite.runner import Run
-
         answer = self._ask({"method": self.names[method], "workload": workload, "item": asdict(item),
                             "round": round_})
         run = Run(**answer["run"])
@@ -106,7 +102,6 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
 
     from ngramspec.builds.build_info import system_info
     from ngramspec.calibration.invariance import check_batch_invariance
-    from ngramspec.suite.runner import ENGINE_OPTIONS, MEASURED_MAX_BATCH, InProcessMethods, load, make_engine
 
     def send(obj: dict[str, Any]) -> None:
         answers.write(json.dumps(obj) + "\n")

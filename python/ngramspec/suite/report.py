@@ -7,25 +7,17 @@ import os
 import platform
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ngramspec.suite.cells import number, percent, ratio, size_ranges, spread
 from ngramspec.suite.headline import median_or_nan as _median
-from ngramspec.suite.runner import METHODS, SERVE_METHOD, Run, Suite
+from ngramspec.suite.http_overhead import HTTP_OVERHEAD_GOAL, http_overhead, http_section
+from ngramspec.suite.methods import METHODS, SERVE_METHOD
+from ngramspec.suite.run_record import Run
+from ngramspec.suite.runner import Suite
 from ngramspec.suite.summary import MethodFigures, WorkloadFigures, geomean
-
-
-def _x(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v:.2f}x"
-
-
-def _spread(values: Sequence[float]) -> str:
-    return f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
-
-
-def _pct(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v:.0%}"
 
 
 def machine(suite: Suite) -> str:
@@ -61,10 +53,27 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
                 rss: dict[str, float], plots: Sequence[str], runs: Sequence[Run] = ()) -> str:
     methods = suite.methods
     others = [m for m in methods if m != "plain"]
+    lines = _header(suite, rounds, command, commit)
+    lines += _decode_speed_section(figs, others)
+    lines += _divergence_lines(figs, others)
+    lines += _failure_lines(figs, others)
+    lines += _llama_server_section(figs, methods)
+    if SERVE_METHOD in methods and runs:
+        lines += [""] + http_section(http_overhead(suite, runs))
+    lines += _detail_section(figs)
+    lines += _prefill_section(figs, methods)
+    lines += _rss_section(rss)
+    lines += _workloads_section(suite)
+    lines += _plots_section(plots)
+    return "\n".join(lines) + "\n"
+
+
+def _header(suite: Suite, rounds: int, command: str, commit: str) -> list[str]:
+    """The title and how the figures were made: machine, commit, rounds, timing, r(B), exact sizes."""
     cost = suite.cost
     exact = [b for b in range(1, len(cost.relative) + 1)
              if b == 1 or suite.invariance.allows(b)]
-    lines = [
+    return [
         f"# Benchmark suite: {suite.model}{' (quick)' if suite.quick else ''}",
         "",
         f"- Machine: {machine(suite)}.",
@@ -78,12 +87,19 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
         "the same prompts, then the median taken.",
         f"- Verify cost r(B) (llama_decode of B tokens / one token, one token = {cost.single_seconds * 1e3:.1f} ms): "
         + ", ".join(f"{b}: {c:.2f}" for b, c in enumerate(cost.relative, 1)) + ".",
-        f"- Bit-exact verify batch sizes on this build: {_ranges(exact)}. ngramspec and the limits use only these.",
+        f"- Bit-exact verify batch sizes on this build: {size_ranges(exact)}. ngramspec and the limits use only "
+        "these.",
         "- Model-free limit: an oracle that drafts only what followed an earlier occurrence of the token just "
         "emitted in the context (prompt plus output so far) and knows how far each copy stays right, with "
         "draft lengths chosen by dynamic "
         "programming under the measured r(B) and the exact batch sizes. Perfect: every draft right. "
         "'% of limit' is a method's measured decode speed-up over the limit's.",
+    ]
+
+
+def _decode_speed_section(figs: Sequence[WorkloadFigures], others: Sequence[str]) -> list[str]:
+    """Each method's decode speed-up per workload, the limits, and the geometric means."""
+    lines = [
         "",
         "## Decode speed",
         "",
@@ -96,183 +112,117 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
         row = [f.name, str(f.prompts), str(f.output_tokens), f"{f.methods['plain'].decode_tok_s:.1f}"]
         for m in others:
             mf = f.methods.get(m, _NOT_RUN)
-            cell = _x(mf.speedup) + _spread(mf.speedups)
+            cell = ratio(mf.speedup) + spread(mf.speedups)
             if mf.failed:
                 cell += f" [failed on {mf.failed} run(s)]"
             row.append(cell)
-        row += [_x(f.limit.speedup), _x(f.perfect.speedup)]
-        row += [_pct(f.methods.get(m, _NOT_RUN).speedup / f.limit.speedup) for m in others]
+        row += [ratio(f.limit.speedup), ratio(f.perfect.speedup)]
+        row += [percent(f.methods.get(m, _NOT_RUN).speedup / f.limit.speedup) for m in others]
         row.append(", ".join(f"{m}: {_identity(f.methods[m])}" for m in others if m in f.methods))
         lines.append("| " + " | ".join(row) + " |")
     gm = ["**geometric mean**", "", "", ""]
-    gm += [_x(geomean([f.methods[m].speedup for f in figs if m in f.methods])) for m in others]
-    gm += [_x(geomean([f.limit.speedup for f in figs])), _x(geomean([f.perfect.speedup for f in figs]))]
-    gm += [_pct(geomean([f.methods[m].speedup / f.limit.speedup for f in figs if m in f.methods]))
+    gm += [ratio(geomean([f.methods[m].speedup for f in figs if m in f.methods])) for m in others]
+    gm += [ratio(geomean([f.limit.speedup for f in figs])), ratio(geomean([f.perfect.speedup for f in figs]))]
+    gm += [percent(geomean([f.methods[m].speedup / f.limit.speedup for f in figs if m in f.methods]))
            for m in others] + [""]
     lines.append("| " + " | ".join(gm) + " |")
+    return lines
+
+
+def _divergence_lines(figs: Sequence[WorkloadFigures], others: Sequence[str]) -> list[str]:
+    """The methods whose text differed from plain greedy, and how often."""
     drift = [m for m in others if any(f.methods[m].diverged for f in figs if m in f.methods)]
-    if drift:
-        lines += ["", "Runs whose text differs from plain greedy (first divergences per 1,000 generated tokens, "
-                  "over every workload):"]
-        for m in drift:
-            n = sum(f.methods[m].diverged for f in figs if m in f.methods)
-            tokens = sum(f.methods[m].tokens for f in figs if m in f.methods)
-            ran = sum(len(f.methods[m].speedups) * f.prompts for f in figs if m in f.methods)
-            lines.append(f"- {m}: {n} of {ran} runs, "
-                         f"{1000.0 * n / tokens if tokens else math.nan:.2f} per 1,000 tokens")
+    if not drift:
+        return []
+    lines = ["", "Runs whose text differs from plain greedy (first divergences per 1,000 generated tokens, "
+             "over every workload):"]
+    for m in drift:
+        n = sum(f.methods[m].diverged for f in figs if m in f.methods)
+        tokens = sum(f.methods[m].tokens for f in figs if m in f.methods)
+        ran = sum(len(f.methods[m].speedups) * f.prompts for f in figs if m in f.methods)
+        lines.append(f"- {m}: {n} of {ran} runs, "
+                     f"{1000.0 * n / tokens if tokens else math.nan:.2f} per 1,000 tokens")
+    return lines
+
+
+def _failure_lines(figs: Sequence[WorkloadFigures], others: Sequence[str]) -> list[str]:
+    """The first error of each method that failed on a workload."""
     errors = {(f.name, m): f.methods[m].error for f in figs for m in others if m in f.methods and f.methods[m].error}
-    if errors:
-        lines += ["", "Failures (the run is left out of that method's figures):"]
-        lines += [f"- {m} on {w}: `{e[:200]}`" for (w, m), e in errors.items()]
+    if not errors:
+        return []
+    return (["", "Failures (the run is left out of that method's figures):"]
+            + [f"- {m} on {w}: `{e[:200]}`" for (w, m), e in errors.items()])
 
+
+def _llama_server_section(figs: Sequence[WorkloadFigures], methods: Sequence[str]) -> list[str]:
+    """ngramspec's decode speed against llama-server's best n-gram mode, per workload."""
     servers = [m for m in methods if m.startswith("llama-server ") and m != "llama-server none"]
-    if servers:
-        lines += ["", "## ngramspec against llama.cpp's own n-gram modes", "",
-                  "Absolute decode speed (tokens/s, prefill excluded). llama-server's modes run on the same "
-                  "model file, llama.cpp build flags and thread count; 'llama-server none' is the server "
-                  "decoding plainly.", "",
-                  "| workload | ngramspec | llama-server none | best llama-server mode | its tok/s | "
-                  "ngramspec / best mode |", "|---|---|---|---|---|---|"]
-        ratios = []
-        for f in figs:
-            best = max(servers, key=lambda m: -1.0 if math.isnan(f.methods[m].decode_tok_s)
-                       else f.methods[m].decode_tok_s)
-            ours, theirs = f.methods["ngramspec"].decode_tok_s, f.methods[best].decode_tok_s
-            ratios.append(ours / theirs)
-            none = f.methods["llama-server none"].decode_tok_s if "llama-server none" in methods else math.nan
-            lines.append(f"| {f.name} | {ours:.1f} | {none:.1f} | {best[len('llama-server '):]} | {theirs:.1f} | "
-                         f"{_x(ours / theirs)} |")
-        lines.append(f"| **geometric mean** | | | | | {_x(geomean(ratios))} |")
+    if not servers:
+        return []
+    lines = ["", "## ngramspec against llama.cpp's own n-gram modes", "",
+             "Absolute decode speed (tokens/s, prefill excluded). llama-server's modes run on the same "
+             "model file, llama.cpp build flags and thread count; 'llama-server none' is the server "
+             "decoding plainly.", "",
+             "| workload | ngramspec | llama-server none | best llama-server mode | its tok/s | "
+             "ngramspec / best mode |", "|---|---|---|---|---|---|"]
+    ratios = []
+    for f in figs:
+        best = max(servers, key=lambda m: -1.0 if math.isnan(f.methods[m].decode_tok_s)
+                   else f.methods[m].decode_tok_s)
+        ours, theirs = f.methods["ngramspec"].decode_tok_s, f.methods[best].decode_tok_s
+        ratios.append(ours / theirs)
+        none = f.methods["llama-server none"].decode_tok_s if "llama-server none" in methods else math.nan
+        lines.append(f"| {f.name} | {ours:.1f} | {none:.1f} | {best[len('llama-server '):]} | {theirs:.1f} | "
+                     f"{ratio(ours / theirs)} |")
+    lines.append(f"| **geometric mean** | | | | | {ratio(geomean(ratios))} |")
+    return lines
 
-    if SERVE_METHOD in methods and runs:
-        lines += [""] + http_section(http_overhead(suite, runs))
 
-    lines += ["", "## ngramspec detail", "",
-              "| workload | acceptance | tokens per pass | oracle tokens per pass | acceptance by draft position "
-              "| verify batch sizes used (size: passes) |", "|---|---|---|---|---|---|"]
+def _detail_section(figs: Sequence[WorkloadFigures]) -> list[str]:
+    """ngramspec's acceptance, tokens per pass and verify batch sizes, per workload."""
+    lines = ["", "## ngramspec detail", "",
+             "| workload | acceptance | tokens per pass | oracle tokens per pass | acceptance by draft position "
+             "| verify batch sizes used (size: passes) |", "|---|---|---|---|---|---|"]
     for f in figs:
         pos = " ".join("-" if math.isnan(a) else f"{a:.2f}" for a in f.acceptance_by_position[:8])
         sizes = ", ".join(f"{b}: {n}" for b, n in f.verify_sizes.items())
-        lines.append(f"| {f.name} | {_pct(f.acceptance)} | {f.tokens_per_pass:.2f} | {f.limit.tokens_per_pass:.2f} "
-                     f"| {pos} | {sizes} |")
+        lines.append(f"| {f.name} | {percent(f.acceptance)} | {f.tokens_per_pass:.2f} | "
+                     f"{f.limit.tokens_per_pass:.2f} | {pos} | {sizes} |")
+    return lines
 
-    lines += ["", "## Prefill (seconds to the first token, summed over a workload's prompts)", "",
-              "| workload | prompt tokens | " + " | ".join(methods) + " |", "|---" * (2 + len(methods)) + "|"]
+
+def _prefill_section(figs: Sequence[WorkloadFigures], methods: Sequence[str]) -> list[str]:
+    """Each method's time to the first token, per workload."""
+    lines = ["", "## Prefill (seconds to the first token, summed over a workload's prompts)", "",
+             "| workload | prompt tokens | " + " | ".join(methods) + " |", "|---" * (2 + len(methods)) + "|"]
     for f in figs:
         lines.append(f"| {f.name} | {f.prompt_tokens} | "
-                     + " | ".join(_seconds(f.methods.get(m, _NOT_RUN).prefill_s) for m in methods) + " |")
-
-    if rss:
-        lines += ["", "## Peak RSS", "",
-                  "A fresh process per method loads the model and runs the longest prompt that every method "
-                  "completed; its peak resident memory:",
-                  "", "| " + " | ".join(rss) + " |", "|---" * len(rss) + "|",
-                  "| " + " | ".join(f"{v:.0f} MiB" for v in rss.values()) + " |"]
-
-    lines += ["", "## Workloads", "", "| workload | what | source |", "|---|---|---|"]
-    lines += [f"| {w.name} | {w.description} | {w.source} |" for w in suite.workloads]
-    if plots:
-        lines += ["", "## Plots", ""] + [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
-    return "\n".join(lines) + "\n"
-
-
-# `ngramspec serve` (issue 18): what HTTP adds to in-process ngramspec's decode time.
-HTTP_OVERHEAD_GOAL = 0.02
-
-
-@dataclass
-class HttpOverhead:
-    """One workload's `ngramspec serve` requests, each paired with the in-process
-    ngramspec run of the same item and round."""
-    workload: str
-    requests: int                    # server requests that completed
-    inproc_tok_s: float              # in-process ngramspec decode tok/s (engine's timers), median over rounds
-    server_tok_s: float              # the server's decode tok/s from its own timings, median over rounds
-    latency_ms: float                # median end-to-end latency per request (client side)
-    overhead_ms: float               # median of latency - (prompt_ms + predicted_ms) per request
-    overhead: list[float] = field(default_factory=list)  # per paired request: that / in-process decode time
-
-    @property
-    def overhead_median(self) -> float:
-        return _median(self.overhead)
-
-
-def _engine_decode(r: Run) -> tuple[int, float]:
-    """(decode tokens, decode seconds) by the engine's own timers, the same split as
-    the server's timings (predicted_ms = time_total - time_prefill)."""
-    s = r.stats
-    if "predicted_ms" in s:
-        return max(0, r.tokens - 1), float(s["predicted_ms"]) / 1e3
-    return max(0, r.tokens - 1), max(0.0, float(s.get("time_total_s", 0.0)) - float(s.get("time_prefill_s", 0.0)))
-
-
-def _engine_rate(runs: Sequence[Run]) -> float:
-    """Median over rounds of decode tokens / decode seconds (the engine's timers)."""
-    rates = []
-    for rnd in sorted({r.round for r in runs}):
-        n, t = 0, 0.0
-        for r in runs:
-            if r.round == rnd:
-                dn, dt = _engine_decode(r)
-                n, t = n + dn, t + dt
-        if t > 0:
-            rates.append(n / t)
-    return _median(rates)
-
-
-def http_overhead(suite: Suite, runs: Sequence[Run]) -> list[HttpOverhead]:
-    """Per workload: `ngramspec serve`'s decode speed and end-to-end latency, and
-    HTTP overhead = (latency - (prompt_ms + predicted_ms)) / in-process ngramspec's
-    decode time (the runner's wall clock, after the first token) on the same item and round."""
-    out = []
-    for w in suite.workloads:
-        mine = [r for r in runs if r.workload == w.name and not r.error]
-        served = [r for r in mine if r.method == SERVE_METHOD and "latency_s" in r.stats]
-        inproc = [r for r in mine if r.method == "ngramspec"]
-        pair = {(r.item, r.round): r for r in inproc}
-        overhead_s = [r.stats["latency_s"] - (r.stats["prompt_ms"] + r.stats["predicted_ms"]) / 1e3 for r in served]
-        ratios = [o / pair[(r.item, r.round)].decode_s for r, o in zip(served, overhead_s)
-                  if (r.item, r.round) in pair and pair[(r.item, r.round)].decode_s > 0]
-        out.append(HttpOverhead(w.name, len(served), _engine_rate(inproc) if inproc else math.nan,
-                                _engine_rate(served) if served else math.nan,
-                                _median([r.stats["latency_s"] * 1e3 for r in served]),
-                                _median([o * 1e3 for o in overhead_s]), ratios))
-    return out
-
-
-def _signed_pct(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v:+.2%}"
-
-
-def http_section(rows: Sequence[HttpOverhead]) -> list[str]:
-    """The report's section on `ngramspec serve` against in-process ngramspec."""
-    lines = ["## HTTP overhead (ngramspec serve vs in-process ngramspec)", "",
-             "`ngramspec serve` in a subprocess on the same model file, n_ctx and threads, sent each prompt as a "
-             "greedy /v1/completions request over loopback (Python's urllib, a new connection per request). "
-             "Decode tok/s here are both by the engine's own timers (tokens after the first over time_total - "
-             "time_prefill; the server reports them as timings.predicted_n / predicted_ms). Latency is end to "
-             "end, measured by the client. HTTP overhead per request = (latency - (prompt_ms + predicted_ms)) / "
-             "the in-process ngramspec run's decode time on the same prompt and round: what serving adds "
-             "(HTTP, JSON, request validation, the wrapper, the thread hop). The server's Llama is not reset "
-             "between requests, so its prefill may reuse a cached prompt prefix.", "",
-             "| workload | requests | in-process decode tok/s | server decode tok/s | server / in-process | "
-             "median latency per request | median overhead per request | HTTP overhead (median) |",
-             "|---|---|---|---|---|---|---|---|"]
-    for h in rows:
-        ratio = h.server_tok_s / h.inproc_tok_s if h.inproc_tok_s > 0 else math.nan
-        lines.append(f"| {h.workload} | {h.requests} | {h.inproc_tok_s:.1f} | {h.server_tok_s:.1f} | {_x(ratio)} | "
-                     f"{h.latency_ms:.0f} ms | {h.overhead_ms:.1f} ms | {_signed_pct(h.overhead_median)} |")
-    every = [v for h in rows for v in h.overhead]
-    overall = _median(every)
-    lines.append(f"| **all requests** | {sum(h.requests for h in rows)} | | | | | | {_signed_pct(overall)} |")
-    if math.isnan(overall):
-        verdict = "no request could be paired with an in-process ngramspec run (is 'ngramspec' among the methods?)"
-    else:
-        verdict = (f"median HTTP overhead {overall:.2%} of in-process decode time over {len(every)} requests: "
-                   + ("under" if overall < HTTP_OVERHEAD_GOAL else "NOT under")
-                   + f" the {HTTP_OVERHEAD_GOAL:.0%} goal (issue 18)")
-    lines += ["", f"Goal: HTTP adds under {HTTP_OVERHEAD_GOAL:.0%} to ngramspec's in-process decode time; {verdict}."]
+                     + " | ".join(number(f.methods.get(m, _NOT_RUN).prefill_s) for m in methods) + " |")
     return lines
+
+
+def _rss_section(rss: dict[str, float]) -> list[str]:
+    """Each method's peak resident memory, when it was measured."""
+    if not rss:
+        return []
+    return ["", "## Peak RSS", "",
+            "A fresh process per method loads the model and runs the longest prompt that every method "
+            "completed; its peak resident memory:",
+            "", "| " + " | ".join(rss) + " |", "|---" * len(rss) + "|",
+            "| " + " | ".join(f"{v:.0f} MiB" for v in rss.values()) + " |"]
+
+
+def _workloads_section(suite: Suite) -> list[str]:
+    """What each workload is and where its text comes from."""
+    return (["", "## Workloads", "", "| workload | what | source |", "|---|---|---|"]
+            + [f"| {w.name} | {w.description} | {w.source} |" for w in suite.workloads])
+
+
+def _plots_section(plots: Sequence[str]) -> list[str]:
+    """The plots, as images beside the report."""
+    if not plots:
+        return []
+    return ["", "## Plots", ""] + [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
 
 
 # A method that did not run on a workload (the prediction methods need items with a prediction).
@@ -283,21 +233,6 @@ def _identity(mf: MethodFigures) -> str:
     if mf.failed and not mf.speedups:
         return "failed"
     return "yes" if mf.identical else "NO"
-
-
-def _seconds(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v:.2f}"
-
-
-def _ranges(sizes: Sequence[int]) -> str:
-    out, start = [], None
-    for i, b in enumerate(sizes):
-        if start is None:
-            start = b
-        if i + 1 == len(sizes) or sizes[i + 1] != b + 1:
-            out.append(f"{start}" if start == b else f"{start}-{b}")
-            start = None
-    return ", ".join(out)
 
 
 def to_json(suite: Suite, figs: Sequence[WorkloadFigures], runs: Sequence[Run], command: str, commit: str,

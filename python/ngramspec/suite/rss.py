@@ -1,18 +1,33 @@
-"""Peak resident memory: the child process for ``runner.peak_rss_mib`` (reads a
-job as JSON on stdin, loads the model, runs one method on one prompt, prints its
-peak RSS in MiB), and the one reader of Linux's high-water mark (``vmhwm_mib``)
-that it and ``server.LlamaServer`` share."""
+"""Peak resident memory: ``peak_rss_mib`` starts this module as a child process
+(``main``: reads a job as JSON on stdin, loads the model, runs one method on one
+prompt, prints its peak RSS in MiB), and the one reader of Linux's high-water mark
+(``vmhwm_mib``) that the child and ``llama_server.ServerProcess`` share."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from dataclasses import asdict
+
+from ngramspec.suite.loading import load, make_engine
+from ngramspec.suite.methods import ENGINE_OPTIONS
+from ngramspec.suite.sources import Item
+
+
+def peak_rss_mib(path: str, method: str, item: Item, n_ctx: int, threads: int | None) -> float:
+    """Peak resident memory of a fresh process that loads the model and runs one
+    method on one item (MiB): each method's own footprint, not the suite's."""
+    job = json.dumps({"path": path, "method": method, "item": asdict(item), "n_ctx": n_ctx, "threads": threads})
+    out = subprocess.run([sys.executable, "-m", "ngramspec.suite.rss"], input=job, capture_output=True, text=True,
+                         check=False)
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"peak RSS probe for {method} failed: {tail}")
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     job = json.load(sys.stdin)
-    from ngramspec.suite.runner import ENGINE_OPTIONS, load, make_engine
-    from ngramspec.suite.sources import Item
-
     item = Item(**job["item"])
     method = job["method"]
     llm = load(job["path"], method, job["n_ctx"], job["threads"])

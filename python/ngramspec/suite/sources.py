@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, cast
 
+from ngramspec.errors import MissingChatTemplate
+
 # HumanEval's own stop sequences (Chen et al., 2021): the completion ends where the
 # next top-level statement would begin.
 HUMANEVAL_STOPS = ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]
@@ -75,7 +77,7 @@ def chat_formatter(llm: Any) -> Callable[[list[dict[str, str]]], str]:
 
     template = llm.metadata.get("tokenizer.chat_template")
     if not template:
-        raise ValueError("this model has no chat template in its GGUF metadata; the chat workloads need one")
+        raise MissingChatTemplate("this model has no chat template in its GGUF metadata; the chat workloads need one")
     model = llm._model
     eos, bos = llm.token_eos(), llm.token_bos()
     formatter = Jinja2ChatFormatter(template=template,
@@ -139,8 +141,8 @@ def _stdlib_source(module: str, qualname: str) -> str:
 
 
 def predicted_edit(chat: Callable[[list[dict[str, str]]], str], n: int, max_tokens: int) -> Workload:
-    """Issue 17: an edit of a real source file sent with the unedited file as the
-    prediction (OpenAI's predicted outputs). Each item also carries an unrelated
+    """Predicted outputs: an edit of a real source file sent with the unedited file as
+    the prediction (OpenAI's predicted outputs). Each item also carries an unrelated
     function as a wrong prediction."""
     wrong = _stdlib_source(*UNRELATED_SOURCE)
     items = []

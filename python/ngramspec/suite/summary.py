@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ngramspec.suite import oracle
-from ngramspec.suite.runner import PREDICTION_METHODS, Run, Suite
+from ngramspec.suite.methods import PREDICTION_METHODS
+from ngramspec.suite.run_record import Run
+from ngramspec.suite.runner import Suite
 
 
 @dataclass

@@ -1,0 +1,81 @@
+"""``ngramspec bench``: plain decoding vs llama-cpp-python's prompt lookup vs
+ngramspec on real workloads, on your machine, with a report."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from ngramspec.errors import MissingChatTemplate, UserError
+
+
+def run(args: argparse.Namespace) -> int:
+    from ngramspec.suite import run_suite
+    from ngramspec.suite.other_build import OtherBuildError
+    from ngramspec.suite.sources import MissingMaterial
+
+    if args.rounds is not None and args.rounds < 1:
+        raise UserError("--rounds must be >= 1")
+    out_dir = Path(args.out)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {args.out}: exists and is not a directory (give a directory for the report)")
+    rounds = args.rounds or (1 if args.quick else 3)
+    from ngramspec.suite.llama_server import MODES
+
+    bad = [m for m in (args.server_modes or "").split(",") if m and m not in MODES]
+    if bad:
+        raise UserError(f"--server-modes: unknown mode(s) {bad}; choose from {', '.join(MODES)}")
+    if args.llama_server and not Path(args.llama_server).is_file():
+        raise UserError(f"--llama-server: no such file {args.llama_server!r} (build it with "
+                        "scripts/build_llama_server.py)")
+    if args.other_build and not (os.path.isfile(args.other_build) and os.access(args.other_build, os.X_OK)):
+        raise UserError(f"--other-build: {args.other_build!r} is not an executable Python (give a venv's "
+                        "bin/python)")
+    if args.serve:
+        import importlib.util
+
+        missing = [m for m in ("fastapi", "uvicorn", "sse_starlette") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise UserError(f"--serve needs llama-cpp-python's server extras ({', '.join(missing)} missing): "
+                            "pip install 'ngramspec[server]'")
+    methods = _methods(args)
+    try:  # before the long run: a report that cannot be written would lose it
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out_dir):
+            pass
+    except OSError as e:
+        raise UserError(f"--out {args.out}: cannot write the report there: {e.strerror or e}") from None
+    try:
+        md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=out_dir, threads=args.threads,
+                       methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
+                       server_modes=args.server_modes.split(",") if args.server_modes else (),
+                       serve=args.serve, other_python=args.other_build,
+                       command="ngramspec bench " + " ".join(sys.argv[2:]))
+    except MissingMaterial as e:
+        raise UserError(str(e)) from None
+    except OtherBuildError as e:
+        raise UserError(f"--other-build {args.other_build}: {e}") from None
+    except MissingChatTemplate as e:  # the model cannot run the chat workloads
+        raise UserError(f"--model {args.model}: {e}") from None
+    print(md.read_text())
+    print(f"report written to {md}", file=sys.stderr)
+    return 0
+
+
+def _methods(args: argparse.Namespace) -> list[str]:
+    """The in-process methods to run: --methods (plain is required), less prompt
+    lookup with --no-lookup."""
+    from ngramspec.suite.methods import EXTRA_METHODS, METHODS
+
+    methods = list(METHODS)
+    if args.methods:
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
+        if unknown or "plain" not in methods:
+            raise UserError(f"--methods: {'unknown ' + repr(unknown) if unknown else 'plain is required'}; "
+                            f"choose from {', '.join(METHODS + EXTRA_METHODS)}")
+    if args.no_lookup:
+        methods = [m for m in methods if m != "prompt lookup"]
+    return methods

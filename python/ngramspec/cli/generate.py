@@ -1,0 +1,148 @@
+"""``ngramspec generate``: a completion (or --chat) with speculative decoding,
+streamed, then one line of stats; --compare also runs plain decoding and checks
+that the text is identical."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ngramspec.cli.common import load_model, read_prediction, read_prompt
+from ngramspec.errors import ContextTooSmall, PromptTooLong, UserError
+
+
+def run(args: argparse.Namespace) -> int:
+    from ngramspec.integrations.wrapper import SpeculativeLlama
+
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UserError("--max-tokens must be >= 1")
+    if args.max_draft is not None and args.max_draft < 0:
+        raise UserError("--max-draft must be >= 0")
+    if args.n_ctx != 0 and args.n_ctx < 32:
+        raise UserError("--n-ctx must be 0 (the model's training context) or >= 32")
+    prediction = read_prediction(args)   # first: with --prediction -, stdin is the prediction's
+    prompt = read_prompt(args)
+    memory, memory_path = _open_memory(args)  # a bad --memory/--prime fails before the model loads
+    llm = load_model(args.model, args.n_ctx, args.threads, args.seed)
+    options: dict[str, Any] = {"exact": not args.inexact}
+    if args.max_draft is not None:
+        options["max_draft"] = args.max_draft
+    if args.draft_model is not None:  # loaded and checked against the target here, so its errors are one line
+        from ngramspec.proposers.draft_model import as_draft_proposer
+
+        try:
+            options["draft_model"] = as_draft_proposer(args.draft_model, llm)
+        except ValueError as e:
+            raise UserError(f"--draft-model: {e}") from None
+    if memory is not None:
+        from ngramspec.memory.fingerprint import TokenizerMismatchError
+
+        options["memory"] = memory
+        try:
+            spec = SpeculativeLlama(llm, **options)
+        except TokenizerMismatchError as e:
+            raise UserError(f"--memory {memory_path or ''}: {e}") from None
+    else:
+        spec = SpeculativeLlama(llm, **options)
+    req = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed}
+    messages = [{"role": "user", "content": prompt}]
+    predicted: dict[str, Any] = {} if prediction is None else {"prediction": {"type": "content", "content": prediction}}
+    call = (lambda **kw: spec.create_chat_completion(messages, **kw, **predicted)) if args.chat else \
+        (lambda **kw: spec.create_completion(prompt, **kw, **predicted))
+    try:   # measured (or read from the cache) before timing, as a server does at start-up
+        spec.engine.prepare()
+    except ContextTooSmall as e:   # the probe does not fit in --n-ctx
+        raise UserError(f"{e}: raise --n-ctx or lower --max-draft") from None
+    t0 = time.perf_counter()
+    try:
+        text = _complete(call, req, args)
+    except PromptTooLong as e:   # the prompt does not fit in --n-ctx
+        raise UserError(f"{e}: shorten the prompt or raise --n-ctx") from None
+    elapsed = time.perf_counter() - t0
+    print(_stats_line(spec.last_speculative), file=sys.stderr)
+    if prediction is not None:
+        used = spec.last_speculative.get("prediction") or {}
+        print(f"ngramspec: prediction: {used.get('accepted_prediction_tokens', 0)} tokens accepted, "
+              f"{used.get('rejected_prediction_tokens', 0)} rejected", file=sys.stderr)
+    if memory is not None and memory_path is not None:  # the generation's output is in the memory now
+        memory.save(memory_path)
+        print(f"ngramspec: memory saved to {memory_path} ({len(memory)} tokens)", file=sys.stderr)
+    if args.compare:
+        llm.reset()
+        t0 = time.perf_counter()
+        plain = llm.create_chat_completion(messages, **req) if args.chat else llm.create_completion(prompt, **req)
+        dt = time.perf_counter() - t0
+        ptext = plain["choices"][0]["message"]["content"] if args.chat else plain["choices"][0]["text"]
+        same = ptext == text
+        print(f"plain llama-cpp-python: {dt:.2f}s vs ngramspec {elapsed:.2f}s: speed-up {dt / elapsed:.2f}x; "
+              f"identical text: {'yes' if same else 'NO'}", file=sys.stderr)
+        if not same and args.temperature <= 0 and not args.inexact:
+            return 1
+    return 0
+
+
+def _open_memory(args: argparse.Namespace) -> tuple[Any, Path | None]:
+    """(memory, file to save it to) for --memory/--prime; (None, None) without them.
+    --memory FILE loads FILE when it exists (else starts a new memory) and the
+    memory is saved back there after the generation; --prime adds files or folders."""
+    if args.memory is None and not args.prime:
+        return None, None
+    from ngramspec.memory.file_format import MemoryFileError, check_save_path
+    from ngramspec.memory.store import Memory
+
+    path = None
+    if args.memory is not None:
+        try:   # saved there after the generation: refused now, before any work
+            path = check_save_path(args.memory)
+        except (ValueError, IsADirectoryError) as e:
+            raise UserError(f"--memory: {e}") from None
+    if path is not None and path.exists():
+        try:
+            memory = Memory.load(path)
+        except (MemoryFileError, OSError) as e:
+            raise UserError(f"--memory {path}: {e}") from None
+    else:
+        if path is not None and not path.parent.is_dir():
+            raise UserError(f"--memory {path}: no such directory {str(path.parent)!r}")
+        memory = Memory()
+    for p in args.prime:
+        try:
+            report = memory.prime(path=p)
+        except (FileNotFoundError, ValueError) as e:
+            raise UserError(f"--prime: {e}") from None
+        print(f"ngramspec: primed {len(report.files)} file(s) from {p}"
+              + (f", skipped {len(report.skipped)}" if report.skipped else ""), file=sys.stderr)
+    return memory, path
+
+
+def _complete(call: Any, req: dict[str, Any], args: argparse.Namespace) -> str:
+    """Runs the request, printing JSON or streaming the text; returns the text."""
+    if args.json:
+        out = call(**req)
+        text: str = out["choices"][0]["message"]["content"] if args.chat else out["choices"][0]["text"]
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        parts = []
+        for chunk in call(stream=True, **req):
+            choice = chunk["choices"][0]
+            piece = (choice["delta"].get("content") or "") if args.chat else choice["text"]
+            parts.append(piece)
+            print(piece, end="", flush=True)
+        print()
+        text = "".join(parts)
+    return text
+
+
+def _stats_line(spec: dict[str, Any]) -> str:
+    """The run's stats (``last_speculative``) in one line, or why speculation was not used."""
+    if not spec.get("used"):
+        reason: str = spec.get("reason", "speculation not used")
+        return "ngramspec: " + reason
+    n, t = spec["generated_tokens"], spec["time_total_s"]
+    return (f"ngramspec: {n} tokens in {t:.2f}s ({n / t if t else 0:.1f} tok/s), {spec['forward_passes']} passes, "
+            f"{spec['tokens_per_forward']:.2f} tokens/pass, acceptance {spec['acceptance_rate']:.0%} "
+            f"({spec['accepted_tokens']}/{spec['drafted_tokens']}), "
+            f"overhead {spec['overhead_per_step_ms']:.2f} ms/pass")

@@ -1,0 +1,105 @@
+"""The ``ngramspec`` command line: one subparser per command. ``serve`` is only
+named here; its settings are llama-cpp-python server's (ngramspec.server parses them)."""
+from __future__ import annotations
+
+import argparse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # allow_abbrev=False everywhere: a prefix must not silently stand for another
+    # option (an old install's `bench --serve` was taken as `--server-modes`).
+    ap = argparse.ArgumentParser(prog="ngramspec", description="Model-free n-gram speculative decoding "
+                                 "for llama-cpp-python.", allow_abbrev=False)
+    sub = ap.add_subparsers(dest="command", required=True)
+    _add_generate(sub)
+    _add_doctor(sub)
+    _add_install_llama(sub)
+    _add_bench(sub)
+    sub.add_parser("serve", add_help=False,
+                   help="OpenAI-compatible server (llama-cpp-python's) answering with speculative decoding; "
+                        "`ngramspec serve --help` lists its settings")
+    return ap
+
+
+def _add_generate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    g = sub.add_parser("generate", allow_abbrev=False, help="speculative completion, streamed, with stats")
+    g.add_argument("prompt", nargs="?", default=None, help="prompt text, or - for stdin (default: a code prompt)")
+    g.add_argument("--file", default=None, help="read the prompt from this file")
+    g.add_argument("--model", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
+    g.add_argument("--chat", action="store_true", help="send the prompt as a user message with the chat template")
+    g.add_argument("--max-tokens", type=int, default=128)
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (speculative); > 0 = sampled")
+    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--json", action="store_true", help="print the full response as JSON instead of streaming")
+    g.add_argument("--max-draft", type=int, default=None)
+    g.add_argument("--n-ctx", type=int, default=2048)
+    g.add_argument("--threads", type=int, default=None,
+                   help="llama.cpp threads, for one-token and batched decoding alike (default: llama-cpp-python's)")
+    g.add_argument("--inexact", action="store_true", help="allow verify batch sizes that are not bit-exact")
+    g.add_argument("--draft-model", default=None, metavar="PATH|NAME",
+                   help="also draft with this smaller model (same vocabulary): a GGUF path or a name from "
+                        "ngramspec.models")
+    g.add_argument("--memory", default=None, metavar="FILE",
+                   help="draft also from a memory of earlier requests: load FILE if it exists (else start one), "
+                        "save it there after the generation")
+    g.add_argument("--prime", action="append", default=[], metavar="PATH",
+                   help="put this file or folder (read recursively) in the memory first; repeatable")
+    g.add_argument("--prediction", default=None, metavar="FILE|-",
+                   help="the expected output (e.g. the file being edited), read from FILE or stdin (-): "
+                        "drafts from it; greedy output stays exactly what it is without it")
+    g.add_argument("--compare", action="store_true", help="also run plain llama-cpp-python and compare")
+
+
+def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    d = sub.add_parser("doctor", allow_abbrev=False, help="check the llama.cpp build for exact speculation")
+    d.add_argument("--model", default="smollm2-135m")
+    d.add_argument("--max-batch", type=int, default=12)
+    d.add_argument("--threads", type=int, default=None)
+    d.add_argument("--n-ctx", type=int, default=2048, help="context size (part of the cache key, as for generate)")
+    d.add_argument("--recalibrate", action="store_true",
+                   help="measure the invariance and the verify-cost curve again and replace the cached entry "
+                        "(sizes the audit withdrew are forgotten)")
+    d.add_argument("--no-trial", action="store_true",
+                   help="skip the trial generation (plain, exact and fast mode on one code edit)")
+
+
+def _add_install_llama(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    i = sub.add_parser("install-llama", allow_abbrev=False,
+                       help="rebuild the installed llama-cpp-python with the flags exact speculation needs")
+    i.add_argument("--yes", action="store_true", help="replace the installed llama-cpp-python without asking")
+    i.add_argument("--dry-run", action="store_true", help="say what would be built and replaced, change nothing")
+    i.add_argument("--print-flags", action="store_true", help="print the CMake flags and the wheel cache folder")
+    i.add_argument("--rebuild", action="store_true", help="build again even if a cached wheel exists")
+    i.add_argument("--stock", action="store_true",
+                   help="build as a plain `pip install llama-cpp-python` does (for comparisons), not exact")
+    i.add_argument("--version", default=None,
+                   help="the llama-cpp-python version to build (default: the installed one, else the pinned one)")
+
+
+def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    b = sub.add_parser("bench", allow_abbrev=False,
+                       help="plain vs prompt lookup vs ngramspec on real workloads, with a report")
+    b.add_argument("--model", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
+    b.add_argument("--quick", action="store_true",
+                   help="one short prompt per workload, one round unless --rounds (~1-2 minutes a round)")
+    b.add_argument("--rounds", type=int, default=None,
+                   help="interleaved rounds (default: 3, or 1 with --quick)")
+    b.add_argument("--threads", type=int, default=None,
+                   help="llama.cpp threads for every method, one-token and batched decoding alike")
+    b.add_argument("--no-lookup", action="store_true", help="skip llama-cpp-python's prompt-lookup decoder")
+    b.add_argument("--methods", default=None,
+                   help="comma-separated in-process methods (default: plain,prompt lookup,ngramspec; "
+                        "also 'ngramspec n-gram only', 'ngramspec fast')")
+    b.add_argument("--no-rss", action="store_true", help="skip the per-method peak-memory probes")
+    b.add_argument("--no-plots", action="store_true", help="write the report without PNG plots")
+    b.add_argument("--out", default="ngramspec-bench", help="directory for the report, its JSON and plots")
+    b.add_argument("--llama-server", default=None, metavar="PATH",
+                   help="also run llama.cpp's llama-server (built by scripts/build_llama_server.py) in each mode")
+    b.add_argument("--server-modes", default=None,
+                   help="comma-separated llama-server modes (default: none and every ngram-* mode)")
+    b.add_argument("--other-build", default=None, metavar="PYTHON",
+                   help="also run plain, ngramspec and ngramspec fast on another Python's llama-cpp-python build "
+                        "(e.g. a stock venv's python, or the exact build's), interleaved with the rest")
+    b.add_argument("--serve", action="store_true",
+                   help="also run `ngramspec serve` over HTTP (same model, n_ctx, threads): its decode speed, "
+                        "end-to-end latency per request and HTTP overhead against in-process ngramspec")

@@ -1,0 +1,136 @@
+"""llama-cpp-python's call arguments as the wrapper checks and converts them for the
+engine: which requests are greedy, which arguments it refuses, seeds, logit bias
+and sampling parameters."""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from ngramspec.sampling import SamplingParams
+
+__all__ = ["COMPLETION_REFUSES", "COMPLETION_REFUSES_GREEDY", "GENERATE_REFUSES", "call_seeds", "check_token_ids",
+           "is_greedy", "logit_bias_map", "refuse", "refused", "sampling_params"]
+
+
+def is_greedy(temperature: float, top_k: int) -> bool:
+    """Whether llama-cpp-python decodes greedily with these settings: temperature 0,
+    or top_k == 1 at a positive temperature (a negative temperature samples)."""
+    return temperature == 0 or (temperature > 0 and top_k == 1)
+
+
+def _given(value: Any) -> bool:
+    return value is not None
+
+
+#: Every argument the engine cannot honour, and when a call uses it (a value other than the neutral one).
+_IN_USE: dict[str, Callable[[Any], bool]] = {
+    "suffix": _given,
+    "logprobs": _given,
+    "mirostat_mode": lambda mode: mode != 0,
+    "logits_processor": _given,
+    "grammar": _given,
+    "frequency_penalty": lambda penalty: penalty != 0.0,
+    "presence_penalty": lambda penalty: penalty != 0.0,
+    "repeat_penalty": lambda penalty: penalty != 1.0,
+    "logit_bias": bool,
+    "reset=False": lambda reset: not reset,   # generate's reset, named as the message shows it
+}
+#: What create_completion refuses in every request, in its message's order...
+COMPLETION_REFUSES = ("suffix", "logprobs", "mirostat_mode", "logits_processor", "grammar")
+#: ... and also in greedy ones (sampled requests apply penalties and logit bias exactly).
+COMPLETION_REFUSES_GREEDY = ("frequency_penalty", "presence_penalty", "repeat_penalty", "logit_bias")
+#: What the greedy ``generate`` refuses, in its message's order (a sampled one is the Llama's own).
+GENERATE_REFUSES = ("repeat_penalty", "frequency_penalty", "presence_penalty", "mirostat_mode",
+                    "logits_processor", "grammar", "reset=False")
+
+
+def refused(names: Sequence[str], args: dict[str, Any]) -> list[str]:
+    """The names among ``names`` whose value in ``args`` is in use (``_IN_USE``), in
+    the order of ``names``: the order the error message lists them in."""
+    return [name for name in names if _IN_USE[name](args[name])]
+
+
+def refuse(what: str) -> NoReturn:
+    """The wrapper's refusal of a request the engine cannot serve exactly."""
+    raise NotImplementedError(f"ngramspec does not support {what}; "
+                              "call the wrapped Llama (.llm) directly for such requests")
+
+
+#: LLAMA_DEFAULT_SEED: the seed (-1, or 2**32 - 1) that llama.cpp replaces by a random one.
+_RANDOM_SEED = 0xFFFFFFFF
+
+
+def call_seeds(llm: Any, seed: Any) -> tuple[int | None, int]:
+    """(the seed the Llama keeps after this call, the seed this call samples with),
+    as llama-cpp-python's ``create_completion`` has them: a given seed becomes the
+    Llama's seed; without one, the next seed of the Llama's own sequence
+    (``random.Random(llm._seed)``) does. So ``Llama(seed=...)`` and ``set_seed``
+    make sampled text reproducible here as they do there (a fresh OS-random seed per
+    call made them no-ops). A seed of -1 samples from a fresh random seed, as it
+    does there. Nothing is set here: the caller sets the Llama's seed once the
+    request has passed its checks (plain checks the prompt first)."""
+    if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+    if seed is None:
+        current = getattr(llm, "_seed", None)
+        if current is None:        # not a llama_cpp.Llama: nothing to follow
+            return None, random.SystemRandom().randrange(2**32)
+        seed = random.Random(current).randint(0, 2**32)
+    seed = int(seed)
+    if seed & 0xFFFFFFFF == _RANDOM_SEED:
+        # llama.cpp's sampler takes this seed (-1 as a uint32) to mean "draw one
+        # from std::random_device", so plain samples differently on every such call.
+        return seed, random.SystemRandom().randrange(2**32)
+    return seed, seed
+
+
+def check_token_ids(ids: Any, n_vocab: int, what: str = "token id") -> None:
+    """ValueError naming the first id outside the vocabulary (llama.cpp would index
+    past its tables: an IndexError, or the process aborted)."""
+    bad = [t for t in ids if not 0 <= t < n_vocab]
+    if bad:
+        raise ValueError(f"{what} {bad[0]} is out of range: the vocabulary has {n_vocab} tokens (0..{n_vocab - 1})")
+
+
+def logit_bias_map(logit_bias: Any, n_vocab: int) -> dict[int, float]:
+    """``logit_bias`` as llama-cpp-python reads it, ``{int(id): float(bias)}`` (so
+    OpenAI's string ids are fine), with every id in the vocabulary and every bias a
+    number: a bad one is a ValueError / TypeError naming it, not an IndexError."""
+    out: dict[int, float] = {}
+    for key, bias in logit_bias.items():
+        if isinstance(key, (bool, np.bool_)):
+            raise TypeError(f"logit_bias keys must be token ids, got {key!r}")
+        try:
+            tok = int(key)
+        except (TypeError, ValueError):
+            raise TypeError(f"logit_bias keys must be token ids (int, or a str of one), got {key!r}") from None
+        if isinstance(key, float) and key != tok:
+            raise TypeError(f"logit_bias keys must be token ids, got {key!r}")
+        check_token_ids([tok], n_vocab, "logit_bias token id")
+        try:
+            value = float(bias)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if value != value:
+            raise ValueError(f"logit_bias[{key!r}] must be a number, got {bias!r}")
+        out[tok] = value
+    return out
+
+
+def sampling_params(llm: Any, *, temperature: float, top_k: int, top_p: float, min_p: float, typical_p: float,
+                     repeat_penalty: float, frequency_penalty: float, presence_penalty: float,
+                     logit_bias: dict[int, float] | None, seed: int) -> SamplingParams:
+    """A sampled request's parameters, as llama-cpp-python's sampler applies them."""
+    if temperature < 0:
+        # llama-cpp-python samples from the whole distribution at a negative
+        # temperature: logit bias and penalties, then no truncation, T = 1.
+        top_k, top_p, min_p, typical_p, temperature = 0, 1.0, 0.0, 1.0, 1.0
+    return SamplingParams(
+        temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p,
+        repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
+        presence_penalty=presence_penalty, penalty_last_n=llm.last_n_tokens_size,
+        logit_bias=logit_bias or None,
+        seed=seed)

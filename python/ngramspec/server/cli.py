@@ -1,0 +1,139 @@
+"""``ngramspec serve``'s command line: llama-cpp-python server's arguments
+(``python -m llama_cpp.server``), then ours; ``main`` builds the app and runs it."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import uvicorn
+from llama_cpp.server.cli import _parse_bool_arg, add_args_from_model, parse_model_from_args
+from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
+
+from ngramspec import models
+from ngramspec.errors import UserError
+from ngramspec.server.app import create_app
+from ngramspec.server.settings import DEFAULT_MAX_QUEUE, ServeOptions
+
+__all__ = ["build_parser", "main", "settings_from_args"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """llama-cpp-python server's arguments (``python -m llama_cpp.server``), then ours."""
+    parser = argparse.ArgumentParser(
+        prog="ngramspec serve", allow_abbrev=False,   # as the CLI's: no option stands for another
+        description="OpenAI-compatible server (llama-cpp-python's) with exact n-gram speculative decoding. "
+                    "Takes the settings of `python -m llama_cpp.server`, spelled the same way; --model also "
+                    "takes a name from ngramspec.models.")
+    add_args_from_model(parser, Settings)
+    # Their help prints llama-cpp-python's defaults; ours differ (settings_from_args).
+    for action in parser._actions:
+        if action.dest == "logits_all":
+            action.help = ("Whether to keep the logits of every position (default: False here: the engine asks "
+                           "for logits only on the rows it verifies)")
+        elif action.dest == "interrupt_requests":
+            action.help = ("Whether a waiting request cuts a running stream short (default: False here)")
+    ours = parser.add_argument_group("ngramspec")
+    ours.add_argument("--exact", dest="exact", type=_parse_bool_arg, default=True,
+                      help="verify only with bit-exact batch sizes, so greedy text equals plain decoding "
+                           "(default: true; false = fast mode)")
+    ours.add_argument("--max_draft", dest="max_draft", type=int, default=None,
+                      help="longest draft per verify pass (default: the engine's)")
+    ours.add_argument("--max_queue", dest="max_queue", type=int, default=DEFAULT_MAX_QUEUE,
+                      help=f"completion requests running or waiting; more get 503 (default: {DEFAULT_MAX_QUEUE})")
+    ours.add_argument("--warmup", dest="warmup", type=_parse_bool_arg, default=True,
+                      help="before listening, build the engine's verify plan and decode a first token, so the "
+                           "engine's first-use measurements (batch invariance, cost curve; cached on disk) are "
+                           "not paid by the first request (default: true)")
+    ours.add_argument("--memory", dest="memory", default=None, metavar="FILE",
+                      help="a Memory of earlier requests shared by every request of this server: loaded from FILE "
+                           "if it exists, saved there when the server stops (SIGINT or SIGTERM) (docs/memory.md)")
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> tuple[Any, Any, ServeOptions, list[str]]:
+    """llama-cpp-python's server and model settings, ours, and the names the model
+    answers to, from ``build_parser``'s arguments; a bad one is a ``UserError``."""
+    if not args.model:
+        raise UserError("--model is required: a GGUF path or one of " + ", ".join(models.MODELS))
+    if args.max_queue < 1:
+        raise UserError("--max_queue must be >= 1")
+    if args.max_draft is not None and args.max_draft < 0:
+        raise UserError("--max_draft must be >= 0")
+    given = args.model
+    args.model = _model_path(given)
+    if args.model_alias is None:
+        args.model_alias = given
+    if args.logits_all is None:
+        args.logits_all = False
+    if args.interrupt_requests is None:
+        args.interrupt_requests = False
+    try:
+        server_settings = parse_model_from_args(ServerSettings, args)
+        model_settings = parse_model_from_args(ModelSettings, args)
+    except Exception as e:  # pydantic's ValidationError: a setting out of range
+        errors = getattr(e, "errors", None)
+        if callable(errors):
+            raise UserError("; ".join(f"--{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in errors())) from None
+        raise UserError(str(e)) from None
+    if not 0 <= server_settings.port <= 65535:   # uvicorn would bind some other port and say it had this one
+        raise UserError(f"--port must be in 0..65535, got {server_settings.port}")
+    if args.memory is not None:
+        _check_memory_file(args.memory)
+    options = ServeOptions(exact=args.exact, max_draft=args.max_draft, max_queue=args.max_queue,
+                           warmup=args.warmup, memory=args.memory)
+    return server_settings, model_settings, options, [given]
+
+
+def _model_path(given: str) -> str:
+    """``--model``: a GGUF path, or a name from ngramspec.models (fetched if needed)."""
+    resolve = getattr(models, "resolve_model_path", None)
+    if resolve is not None:
+        path: str = resolve(given)
+        return path
+    if given in models.MODELS:
+        return str(models.fetch(given))
+    if os.path.isfile(given):
+        return given
+    raise UserError(f"model {given!r} is neither a file nor one of: {', '.join(models.MODELS)}")
+
+
+def _check_memory_file(path: str) -> None:
+    """``--memory FILE`` is saved there at shutdown: a path that cannot be, or a file
+    that is not a memory, is refused now, before the model loads."""
+    from ngramspec.memory.file_format import check_save_path
+    from ngramspec.memory.store import Memory
+
+    try:
+        check_save_path(path)
+    except (ValueError, IsADirectoryError) as e:
+        raise UserError(f"--memory: {e}") from None
+    if os.path.exists(path):
+        try:
+            Memory.load(path)
+        except ValueError as e:
+            raise UserError(f"--memory: {e}") from None
+    elif not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise UserError(f"--memory {path!r}: its directory does not exist")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ngramspec serve ARGS``: build the app and run it with uvicorn until stopped."""
+    from ngramspec.models import ModelFetchError
+
+    args = build_parser().parse_args(argv)
+    try:
+        server_settings, model_settings, options, names = settings_from_args(args)
+        app = create_app(server_settings, model_settings, options, names)
+    except (UserError, ValueError, ModelFetchError, FileNotFoundError) as e:
+        print(f"ngramspec: error: {e}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=os.getenv("HOST", server_settings.host), port=int(os.getenv("PORT", server_settings.port)),
+                ssl_keyfile=server_settings.ssl_keyfile, ssl_certfile=server_settings.ssl_certfile)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

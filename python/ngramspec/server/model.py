@@ -1,0 +1,69 @@
+"""The model: llama-cpp-python's ``LlamaProxy`` loads it; requests get the wrapper."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ngramspec.integrations.wrapper import wrap
+from ngramspec.server.settings import ServeOptions
+
+__all__ = ["SpeculativeProxy", "build_wrapper"]
+
+
+class SpeculativeProxy:
+    """Stands in for llama-cpp-python's ``LlamaProxy`` (its ``__call__``,
+    ``__iter__``, ``free``): one model, handed out as the ``SpeculativeLlama``."""
+
+    def __init__(self, wrapper: Any, alias: str, names: Sequence[str]) -> None:
+        self.wrapper = wrapper
+        self.alias = alias
+        self.names = {n for n in names if n}
+
+    def __call__(self, model: str | None = None) -> Any:
+        return self.wrapper
+
+    def __iter__(self) -> Iterator[str]:
+        yield self.alias
+
+    def free(self) -> None:
+        self.wrapper.llm.close()
+
+
+def build_wrapper(llm: Any, options: ServeOptions) -> Any:
+    """The server's one wrapper (one engine, holding the ``--memory`` if given),
+    warmed up unless ``--warmup false``."""
+    memory, path = None, options.memory
+    if path is not None:
+        # One memory for every request of this server: sharing across its users is
+        # what `--memory` asks for (docs/memory.md). Saved atomically at shutdown.
+        from ngramspec.memory.store import Memory
+
+        memory = Memory.load(path) if os.path.exists(path) else Memory()
+    # The engine binds the memory to llm's tokenizer as it is built, before anything is
+    # measured: a memory of another tokenizer fails startup here (TokenizerMismatchError,
+    # one line from main).
+    wrapper = wrap(llm, memory=memory, **options.engine_options())
+    if options.warmup:
+        _warm_up(wrapper)
+    return wrapper
+
+
+def _warm_up(wrapper: Any) -> None:
+    """Before the server listens: the engine's first-use work (the verify plan: the
+    batch-invariance check and cost curve, unless cached on disk) and a first decode
+    on the Llama itself ("Hello", evaluated: the model's weights paged in), so that
+    neither is paid by the first request; then the context is cleared, so the first
+    request starts cold, as on a fresh Llama. Nothing is generated through the
+    engine, so the warm-up's text never reaches a ``--memory``: no second wrapper."""
+    t0 = time.perf_counter()
+    llm = wrapper.llm
+    try:
+        wrapper.engine.prepare()
+        llm.eval(llm.tokenize(b"Hello"))
+    except Exception as e:  # the requests will say what is wrong; the server still starts
+        print(f"ngramspec: warm-up failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+    llm.reset()
+    print(f"ngramspec: warmed up in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)

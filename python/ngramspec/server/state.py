@@ -1,0 +1,39 @@
+"""The server's own state (``app.state.ngramspec``): the model names it answers to,
+the queue count, the options."""
+from __future__ import annotations
+
+from typing import Any
+
+from ngramspec.server.errors import ClientError
+from ngramspec.server.model import SpeculativeProxy
+from ngramspec.server.settings import ServeOptions
+
+__all__ = ["ServerState"]
+
+
+class ServerState:
+    """The server's own state: the proxy, the queue count, the options."""
+
+    def __init__(self, proxy: SpeculativeProxy, options: ServeOptions, server_settings: Any) -> None:
+        self.proxy = proxy
+        self.options = options
+        self.interrupt = bool(server_settings.interrupt_requests)
+        self.pending = 0
+        self.served = 0
+        self.cancelled = 0  # streams that ended before their end: the client went away (or was interrupted)
+
+    def check_model(self, model: str | None) -> None:
+        if model is not None and model not in self.proxy.names:
+            raise ClientError(404, f"The model `{model}` does not exist; this server serves `{self.proxy.alias}` "
+                                   "(GET /v1/models)", param="model", code="model_not_found")
+
+    def enter(self) -> None:
+        if self.pending >= self.options.max_queue:
+            raise ClientError(503, f"Server busy: {self.pending} requests are running or waiting (max_queue "
+                                   f"{self.options.max_queue}); retry later", type="server_error",
+                              code="queue_full")
+        self.pending += 1
+
+    def leave(self) -> None:
+        self.pending -= 1
+        self.served += 1

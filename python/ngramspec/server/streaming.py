@@ -1,0 +1,114 @@
+"""A streamed completion: the model lock is taken before the response starts, so a
+request that fails (prompt too long, unsupported parameter) gets a 4xx JSON error,
+not a broken stream; a client that goes away mid-stream has its generator closed
+under the lock, so the next request finds the context coherent."""
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import anyio
+from fastapi.responses import Response
+from llama_cpp.server import app as llama_app
+from sse_starlette.sse import EventSourceResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request as StarletteRequest
+
+from ngramspec.server.errors import ClientError, as_client_error, error_json, internal_error
+from ngramspec.server.response_fields import finish_response
+from ngramspec.server.state import ServerState
+
+__all__ = ["StreamAnswer"]
+
+_END = object()
+
+
+def _start(call: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Start a streamed generation and take its first chunk (so that a request
+    that fails, fails before the response starts)."""
+    iterator = iter(call(**kwargs))
+    return iterator, next(iterator, _END)
+
+
+def _close(iterator: Any) -> None:
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()
+
+
+def _client_error(exc: Exception, body: Any) -> ClientError:
+    """The request's fault as a 4xx, or ours as a logged 500."""
+    err = as_client_error(exc, body)
+    if not isinstance(err, ClientError):
+        err = internal_error(exc)
+    return err
+
+
+class StreamAnswer(Response):
+    """The ASGI response of a streamed request. It waits for the model lock in
+    the request's own task (llama-cpp-python's FIFO ``get_llama_proxy``), starts
+    the generation, then either answers with a JSON error or streams SSE through
+    sse-starlette; the generator is closed before the lock is released, also when
+    the client has gone away."""
+
+    def __init__(self, state: ServerState, body: Any, kwargs: dict[str, Any], chat: bool) -> None:
+        super().__init__()
+        # request_body, not body: Response.body is the (empty) response body
+        self.state, self.request_body, self.kwargs, self.chat = state, body, kwargs, chat
+        self.finished = False  # the generation ran to its end
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            async with contextlib.asynccontextmanager(llama_app.get_llama_proxy)() as proxy:
+                try:
+                    llama = llama_app.prepare_request_resources(self.request_body, proxy, self.request_body.model,
+                                                                self.kwargs)
+                    if await StarletteRequest(scope, receive).is_disconnected():
+                        return
+                    call = llama.create_chat_completion if self.chat else llama.create_completion
+                    iterator, first = await run_in_threadpool(_start, call, self.kwargs)
+                except Exception as exc:
+                    await error_json(_client_error(exc, self.request_body))(scope, receive, send)
+                    return
+                try:
+                    events = self._events(llama, iterator, first)
+                    # llama-cpp-python's factory is typed as returning bytes; it passes it to
+                    # sse-starlette (which wants a ServerSentEvent) the same way.
+                    ping = llama_app._ping_message_factory
+                    await EventSourceResponse(events, sep="\n",
+                                              ping_message_factory=ping)(  # type: ignore[arg-type]
+                        scope, receive, send)
+                finally:
+                    if not self.finished:
+                        self.state.cancelled += 1
+                    with anyio.CancelScope(shield=True):
+                        await run_in_threadpool(_close, iterator)
+        finally:
+            self.state.leave()
+
+    async def _events(self, llama: Any, iterator: Any, chunk: Any) -> Any:
+        body = self.request_body
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        last: dict[str, Any] | None = None
+        while chunk is not _END:
+            choices = chunk.get("choices") or []
+            if choices and choices[0].get("finish_reason") is not None:
+                stats = chunk.get("speculative") or getattr(llama, "last_speculative", None)
+                last = finish_response(chunk, stats)
+            yield {"data": json.dumps(chunk)}
+            if self.state.interrupt and llama_app.llama_outer_lock.locked():
+                yield {"data": "[DONE]"}
+                return
+            try:
+                chunk = await run_in_threadpool(next, iterator, _END)
+            except Exception as exc:  # mid-stream: the status is sent already; an error event, then the end
+                err = _client_error(exc, self.request_body)
+                self.finished = True
+                yield {"data": json.dumps({"error": err.error})}
+                return
+        if include_usage and last is not None:
+            yield {"data": json.dumps({k: last[k] for k in ("id", "object", "created", "model") if k in last}
+                                      | {"choices": [], "usage": last["usage"], "timings": last["timings"]})}
+        self.finished = True
+        yield {"data": "[DONE]"}

@@ -1,0 +1,63 @@
+"""Request types: llama-cpp-python's (``llama_cpp.server.types``), plus OpenAI fields
+it drops or checks loosely."""
+# Pydantic evaluates these annotations at run time, where Python 3.9 has no
+# `X | None`: this module keeps typing's Optional / List throughout.
+# ruff: noqa: UP006, UP007, UP035, UP045
+from __future__ import annotations
+
+from typing import List, Literal, Optional, Union
+
+import llama_cpp
+from llama_cpp.server.types import CreateChatCompletionRequest, CreateCompletionRequest
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["NOT_KWARGS", "ChatCompletionRequest", "CompletionRequest", "Prediction", "PredictionText",
+           "StreamOptions"]
+
+
+class PredictionText(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text"]
+    text: str
+
+
+class Prediction(BaseModel):
+    """OpenAI predicted outputs: ``{"type": "content", "content": str | [{"type": "text", "text": str}]}``."""
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["content"]
+    content: Union[str, List[PredictionText]]
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+_PENALTY = "Repetition penalty (llama.cpp's); 1.0 = off, as in OpenAI."
+# llama-cpp-python's request types have no typical_p (their create_completion does):
+# without the field, a request's typical_p was dropped without a word.
+_TYPICAL_P = "Locally typical sampling (llama.cpp's typical_p), in (0, 1]; 1.0 = off."
+
+
+class CompletionRequest(CreateCompletionRequest):
+    max_tokens: Optional[int] = Field(default=16, ge=1, description="The maximum number of tokens to generate.")
+    repeat_penalty: float = Field(default=1.0, ge=0.0, description=_PENALTY)
+    typical_p: float = Field(default=1.0, gt=0.0, le=1.0, description=_TYPICAL_P)
+    prediction: Optional[Prediction] = None
+    stream_options: Optional[StreamOptions] = None
+
+
+class ChatCompletionRequest(CreateChatCompletionRequest):
+    messages: List[llama_cpp.ChatCompletionRequestMessage] = Field(
+        min_length=1, description="A list of messages to generate completions for.")
+    max_tokens: Optional[int] = Field(default=None, ge=1, description="OpenAI's older name of max_completion_tokens.")
+    max_completion_tokens: Optional[int] = Field(default=None, ge=1)
+    repeat_penalty: float = Field(default=1.0, ge=0.0, description=_PENALTY)
+    typical_p: float = Field(default=1.0, gt=0.0, le=1.0, description=_TYPICAL_P)
+    prediction: Optional[Prediction] = None
+    stream_options: Optional[StreamOptions] = None
+
+
+# Fields of the request that are not keyword arguments of create_completion /
+# create_chat_completion.
+NOT_KWARGS = {"n", "best_of", "logit_bias_type", "user", "min_tokens", "prediction", "stream_options",
+              "max_completion_tokens"}

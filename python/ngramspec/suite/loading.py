@@ -1,0 +1,47 @@
+"""Loads what a method runs on: the model file, its ``Llama`` and, for an
+ngramspec method, its SpeculativeEngine (the options in methods.ENGINE_OPTIONS).
+The suite, the peak-RSS probe and the other build's worker all load through here."""
+from __future__ import annotations
+
+from typing import Any
+
+from ngramspec.suite.methods import ENGINE_OPTIONS, LOOKUP_PRED_TOKENS, draft_model_for
+
+
+def model_path(model: str) -> str:
+    """The GGUF path of ``model`` (a name from ngramspec.models or a path):
+    ``ngramspec.models.resolve_model_path``, kept here for the bench/ scripts."""
+    from ngramspec.models import resolve_model_path
+
+    return resolve_model_path(model)
+
+
+def load(path: str, method: str, n_ctx: int, threads: int | None) -> Any:
+    """The ``Llama`` that ``method`` runs on (prompt lookup gets its draft model)."""
+    from ngramspec.models import load_llama
+
+    kwargs: dict[str, Any] = {"n_ctx": n_ctx, "seed": 0, "n_threads": threads}
+    if method == "prompt lookup":
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        kwargs["draft_model"] = LlamaPromptLookupDecoding(num_pred_tokens=LOOKUP_PRED_TOKENS)
+    return load_llama(path, **kwargs)
+
+
+def make_engine(llm: Any, method: str, **extra: Any) -> Any:
+    """The SpeculativeEngine for an ngramspec method, ``extra`` (e.g. invariance,
+    or draft_model: a loaded draft Llama) added."""
+    from ngramspec.engine.speculative_engine import SpeculativeEngine
+
+    options = {**ENGINE_OPTIONS[method], **extra}
+    if options.get("draft_model") is True:
+        options["draft_model"] = draft_model_for(llm.model_path)
+    engine = SpeculativeEngine(llm, **options)
+    if method == "draft-only":  # the engine always has its n-gram proposer: keep only the draft model
+        engine.proposers = [p for p in engine.proposers if getattr(p, "gate", None) is not None]
+    return engine
+
+
+def draft_proposer(engine: Any) -> Any:
+    """The engine's draft-model proposer, or None."""
+    return next((p for p in engine.proposers if getattr(p, "gate", None) is not None), None)

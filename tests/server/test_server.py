@@ -1,0 +1,440 @@
+"""`ngramspec serve`, live: one server subprocess per module on SmolLM2-135M,
+driven with the official `openai` client (and httpx where a client would refuse to
+send the request, e.g. malformed JSON)."""
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:  # the client types; at run time the module is skipped without them
+    import httpx
+    import openai
+else:
+    openai = pytest.importorskip("openai")
+    httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+pytest.importorskip("sse_starlette")
+
+ALIAS = "smollm2"
+N_CTX = 2048
+MAX_QUEUE = 6
+CHAT = [{"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Write a Python function that returns the square of a number."}]
+CODE = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen, base: str, log: Path) -> None:
+        self.proc, self.base, self.log = proc, base, log
+
+    def peak_rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def client(self, **kw) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.base + "/v1", api_key="unused", max_retries=0, timeout=120, **kw)
+
+    def post(self, path: str, content: bytes | str | None = None, **kw) -> httpx.Response:
+        return httpx.post(self.base + path, content=content, timeout=120,
+                          headers={"content-type": "application/json"}, **kw)
+
+
+@pytest.fixture(scope="module")
+def server(smollm2_path):
+    port = _free_port()
+    log = Path(tempfile.mkstemp(prefix="ngramspec-serve-", suffix=".log")[1])
+    cmd = [sys.executable, "-m", "ngramspec", "serve", "--model", smollm2_path, "--model_alias", ALIAS,
+           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(N_CTX), "--verbose", "false",
+           "--max_queue", str(MAX_QUEUE)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
+    srv = Server(proc, f"http://127.0.0.1:{port}", log)
+    deadline = time.monotonic() + 300  # the warm-up may measure the engine's cost curve (cached on disk)
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(srv.base + "/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"server did not start in 300 s:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    yield srv
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    text = log.read_text(errors="replace")
+    log.unlink()
+    assert "Traceback" not in text, text[-4000:]
+
+
+def _chat_text(resp) -> str:
+    return resp.choices[0].message.content
+
+
+def _extra(obj, name):
+    return (obj.model_extra or {}).get(name)
+
+
+def _check_stats(resp, n_tokens: int) -> None:
+    """usage.completion_tokens_details, timings and speculative, consistent."""
+    usage = resp.usage
+    assert usage.completion_tokens == n_tokens
+    details = usage.completion_tokens_details
+    assert details is not None
+    assert details.accepted_prediction_tokens is not None and details.rejected_prediction_tokens is not None
+    timings = _extra(resp, "timings")
+    spec = _extra(resp, "speculative")
+    assert timings["predicted_n"] == n_tokens == spec["generated_tokens"]
+    assert timings["draft_n"] == spec["drafted_tokens"] >= timings["draft_n_accepted"] == spec["accepted_tokens"]
+    assert timings["predicted_ms"] >= 0 and spec["tokens_per_forward"] >= 1.0
+
+
+# ---------------------------------------------------------------------------
+# First, while the server's context is still cold: identity with plain llama-cpp-python.
+
+def test_greedy_chat_equals_plain_llama(server, llm):
+    client = server.client()
+    # Both cold (plain greedy's cache-state caveat: docs/exactness.md): a fresh server context and a reset Llama.
+    llm.reset()
+    plain = llm.create_chat_completion(CHAT, max_tokens=32, temperature=0)["choices"][0]["message"]["content"]
+    got = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=32, temperature=0)
+    assert _chat_text(got) == plain
+    # Both warm, each with this same conversation (and the same answer) cached.
+    plain2 = llm.create_chat_completion(CHAT, max_tokens=32, temperature=0)["choices"][0]["message"]["content"]
+    got2 = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=32, temperature=0)
+    assert _chat_text(got2) == plain2 == plain
+    _check_stats(got2, got2.usage.completion_tokens)
+    assert got2.usage.completion_tokens_details.accepted_prediction_tokens == 0
+    assert got2.usage.completion_tokens_details.rejected_prediction_tokens == 0
+
+
+def test_completion(server):
+    resp = server.client().completions.create(model=ALIAS, prompt=CODE, max_tokens=24, temperature=0)
+    assert resp.object == "text_completion" and resp.model == ALIAS
+    assert resp.choices[0].finish_reason == "length" and resp.choices[0].text
+    assert resp.usage.prompt_tokens > 0
+    _check_stats(resp, 24)
+
+
+def test_copilot_path_answers_as_completions(server):
+    # llama-cpp-python's server answers completions at Copilot's path too; replacing
+    # its routes had left it a 404.
+    body = json.dumps({"prompt": CODE, "max_tokens": 8, "temperature": 0})
+    a, b = server.post("/v1/engines/copilot-codex/completions", body), server.post("/v1/completions", body)
+    assert a.status_code == b.status_code == 200, (a.text, b.text)
+    assert a.json()["choices"][0]["text"] == b.json()["choices"][0]["text"]
+    assert a.json()["speculative"]["used"] is True
+
+
+def test_models_and_health(server):
+    assert [m.id for m in server.client().models.list().data] == [ALIAS]
+    health = httpx.get(server.base + "/health", timeout=10).json()
+    assert health["status"] == "ok" and health["model"] == ALIAS and health["max_queue"] == MAX_QUEUE
+
+
+def test_streamed_equals_non_streamed(server):
+    client = server.client()
+    full = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=24, temperature=0)
+    parts, chunks = [], []
+    for chunk in client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=24, temperature=0,
+                                                stream=True, stream_options={"include_usage": True}):
+        chunks.append(chunk)
+        if chunk.choices and chunk.choices[0].delta.content:
+            parts.append(chunk.choices[0].delta.content)
+    assert "".join(parts) == _chat_text(full)
+    finish = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finish) == 1 and finish[0].choices[0].finish_reason == full.choices[0].finish_reason
+    # The usage chunk (stream_options.include_usage) comes last, with no choices.
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == full.usage.completion_tokens
+    assert chunks[-1].usage.completion_tokens_details.accepted_prediction_tokens == 0
+    assert _extra(finish[0], "timings")["predicted_n"] == full.usage.completion_tokens
+
+    text = client.completions.create(model=ALIAS, prompt=CODE, max_tokens=20, temperature=0).choices[0].text
+    streamed = list(client.completions.create(model=ALIAS, prompt=CODE, max_tokens=20, temperature=0,
+                                                     stream=True))
+    assert "".join(c.choices[0].text for c in streamed) == text
+    assert _extra(streamed[-1], "timings")["predicted_n"] == 20
+    assert streamed[-1].usage.completion_tokens_details.accepted_prediction_tokens == 0
+
+
+def test_prediction(server):
+    client = server.client()
+    base = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=24, temperature=0)
+    text = _chat_text(base)
+    # A right prediction: same text, its tokens accepted.
+    good = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=24, temperature=0,
+                                          prediction={"type": "content", "content": text})
+    assert _chat_text(good) == text
+    d = good.usage.completion_tokens_details
+    assert 0 < d.accepted_prediction_tokens <= good.usage.completion_tokens and d.rejected_prediction_tokens >= 0
+    # A wrong prediction, as a list of text parts: same text, something rejected.
+    bad = client.chat.completions.create(
+        model=ALIAS, messages=CHAT, max_tokens=24, temperature=0,
+        prediction={"type": "content", "content": [{"type": "text", "text": "Bananas are yellow. " * 4}]})
+    assert _chat_text(bad) == text
+    d = bad.usage.completion_tokens_details
+    assert d.rejected_prediction_tokens > 0 and d.accepted_prediction_tokens <= bad.usage.completion_tokens
+    # On completions, streamed too.
+    full = client.completions.create(model=ALIAS, prompt=CODE, max_tokens=24, temperature=0)
+    pred = {"type": "content", "content": full.choices[0].text}
+    again = client.completions.create(model=ALIAS, prompt=CODE, max_tokens=24, temperature=0, extra_body={
+        "prediction": pred})
+    assert again.choices[0].text == full.choices[0].text
+    assert again.usage.completion_tokens_details.accepted_prediction_tokens > 0
+    chunks = list(client.completions.create(model=ALIAS, prompt=CODE, max_tokens=24, temperature=0, stream=True,
+                                            extra_body={"prediction": pred}))
+    assert "".join(c.choices[0].text for c in chunks) == full.choices[0].text
+    assert chunks[-1].usage.completion_tokens_details.accepted_prediction_tokens > 0
+
+
+# ---------------------------------------------------------------------------
+# Bad requests: 4xx with an OpenAI error object, and the server lives on.
+
+LONG_PROMPT = "hello " * (N_CTX + 200)
+BAD = {
+    "malformed JSON": ("/v1/completions", '{"prompt": "hi", "max_tokens": 4'),
+    "not an object": ("/v1/chat/completions", '["hi"]'),
+    "malformed JSON, llama-cpp-python's own route": ("/extras/tokenize", '{"input": '),
+    "prompt of the wrong type": ("/v1/completions", {"prompt": 5, "max_tokens": 4}),
+    "max_tokens not a number": ("/v1/completions", {"prompt": "hi", "max_tokens": "many"}),
+    "temperature not a number": ("/v1/chat/completions", {"messages": CHAT, "temperature": "hot"}),
+    "messages not a list": ("/v1/chat/completions", {"messages": "hi"}),
+    "no messages": ("/v1/chat/completions", {"messages": []}),
+    "prompt longer than the context": ("/v1/completions", {"prompt": LONG_PROMPT, "max_tokens": 4}),
+    "chat longer than the context": ("/v1/chat/completions",
+                                     {"messages": [{"role": "user", "content": LONG_PROMPT}], "max_tokens": 4}),
+    "streamed prompt longer than the context": ("/v1/completions",
+                                                {"prompt": LONG_PROMPT, "max_tokens": 4, "stream": True}),
+    "max_tokens 0": ("/v1/completions", {"prompt": "hi", "max_tokens": 0}),
+    "max_tokens negative": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": -1}),
+    "max_completion_tokens 0": ("/v1/chat/completions", {"messages": CHAT, "max_completion_tokens": 0}),
+    "unknown model": ("/v1/completions", {"model": "gpt-4o", "prompt": "hi", "max_tokens": 4}),
+    "unknown model, chat": ("/v1/chat/completions", {"model": "gpt-4o", "messages": CHAT, "max_tokens": 4}),
+    "prediction of the wrong type": ("/v1/chat/completions",
+                                     {"messages": CHAT, "max_tokens": 4, "prediction": {"type": "text"}}),
+    "prediction without content": ("/v1/completions",
+                                   {"prompt": "hi", "max_tokens": 4, "prediction": {"type": "content"}}),
+    "prediction content not text": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "prediction": {
+        "type": "content", "content": [{"type": "image_url", "image_url": "x"}]}}),
+    "prediction a string": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "prediction": "x"}),
+    "unsupported parameter (logprobs)": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "logprobs": 2}),
+    "unsupported parameter, streamed": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "logprobs": 2,
+                                                            "stream": True}),
+    "n > 1": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "n": 2}),
+    "chat logprobs true": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "logprobs": True}),
+    "chat top_logprobs": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "top_logprobs": 2}),
+    "logit_bias id past the vocabulary": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "temperature": 0.8,
+                                                              "logit_bias": {"1000000": 5}}),
+    "logit_bias id past the vocabulary, streamed": ("/v1/completions", {
+        "prompt": "hi", "max_tokens": 4, "temperature": 0.8, "logit_bias": {"1000000": 5}, "stream": True}),
+    "typical_p 0": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "temperature": 0.8, "typical_p": 0}),
+    "typical_p above 1, chat": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "typical_p": 1.5}),
+    "several prompts": ("/v1/completions", {"prompt": ["a", "b"], "max_tokens": 4}),
+    "n 0": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "n": 0}),
+    "detokenize an id past the vocabulary": ("/extras/detokenize", {"tokens": [99999999]}),
+    "detokenize a negative id": ("/extras/detokenize", {"tokens": [5, -1]}),
+    "min_tokens": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "min_tokens": 3}),
+    "response_format json_object": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4,
+                                                             "response_format": {"type": "json_object"}}),
+}
+#: The field a refusal must name: the one the client sent (the server had turned
+#: min_tokens into a logits_processor, response_format into a grammar, and named those).
+BAD_PARAM = {"min_tokens": "min_tokens", "response_format json_object": "response_format", "n 0": "n",
+             "detokenize an id past the vocabulary": "tokens", "detokenize a negative id": "tokens"}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_request_is_4xx(server, case):
+    path, body = BAD[case]
+    r = server.post(path, body if isinstance(body, str) else json.dumps(body))
+    assert 400 <= r.status_code < 500, (r.status_code, r.text)
+    assert r.headers["content-type"].startswith("application/json")
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["message"]
+    if "unknown model" in case:
+        assert r.status_code == 404 and err["code"] == "model_not_found"
+    if "longer than the context" in case:
+        assert err["code"] == "context_length_exceeded"
+    if case in BAD_PARAM:
+        assert err["param"] == BAD_PARAM[case] and BAD_PARAM[case] in err["message"], err
+    if "detokenize" in case:   # llama.cpp aborted the whole process on such an id
+        assert httpx.get(server.base + "/health", timeout=10).status_code == 200
+        ok = server.post("/extras/detokenize", json.dumps({"tokens": [5]}))
+        assert ok.status_code == 200 and isinstance(ok.json()["text"], str)
+
+
+@pytest.mark.parametrize("extra, named", [
+    ({"response_format": {"type": "json_object"}, "tool_choice": "required"}, ["response_format"]),
+    ({"tool_choice": {"type": "function", "function": {"name": "f"}}}, ["tool_choice"]),
+    ({"function_call": {"name": "f"}}, ["function_call"]),
+    ({"function_call": "auto", "tool_choice": "none"}, []),
+])
+def test_a_refusal_names_only_the_fields_that_make_a_grammar(extra, named):
+    # llama-cpp-python makes a grammar of a JSON response_format and of a named tool
+    # or function; "required" / "auto" / "none" make none.
+    from ngramspec.server.errors import _fields_behind
+    from ngramspec.server.types import ChatCompletionRequest
+
+    body = ChatCompletionRequest(messages=CHAT, **extra)  # type: ignore[arg-type]
+    assert _fields_behind("ngramspec does not support grammar in greedy speculative decoding", body) == named
+
+
+def test_sampled_logit_bias_with_openai_string_ids(server):
+    # JSON keys are strings: the wrapper refused them, so every sampled request with
+    # a logit_bias got a 400; llama-cpp-python's server reads them with int().
+    for path, extra in (("/v1/completions", {"prompt": "Once upon a time"}), ("/v1/chat/completions",
+                                                                             {"messages": CHAT})):
+        r = server.post(path, json.dumps({**extra, "max_tokens": 4, "temperature": 0.7, "seed": 1,
+                                          "logit_bias": {"5": 10}}))
+        assert r.status_code == 200, r.text
+
+
+def test_typical_p_reaches_the_sampler(server):
+    """llama-cpp-python's request types have no typical_p, so it was dropped: the
+    same seed then gave the same text whatever typical_p said."""
+    def text(typical_p: float) -> str:
+        r = server.post("/v1/completions", json.dumps({"prompt": "Once upon a time", "max_tokens": 24,
+                                                        "temperature": 1.5, "seed": 3, "typical_p": typical_p}))
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["text"]
+
+    assert text(1.0) == text(1.0)
+    assert text(0.05) != text(1.0)
+
+
+def test_bad_requests_through_the_client_and_server_lives_on(server):
+    client = server.client()
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="no-such-model", messages=CHAT, max_tokens=4)
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model=ALIAS, prompt="hi", max_tokens=0)
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model=ALIAS, prompt=LONG_PROMPT, max_tokens=4, stream=True)
+    assert httpx.get(server.base + "/health", timeout=10).json()["pending"] == 0
+    resp = client.completions.create(model=ALIAS, prompt=CODE, max_tokens=4, temperature=0)
+    assert resp.usage.completion_tokens == 4
+
+
+# ---------------------------------------------------------------------------
+# Concurrency: one at a time, bounded queue, disconnects.
+
+def test_load(server):
+    """4 concurrent clients x 10 requests, each answered with the same text as alone."""
+    client = server.client()
+    prompts = [CODE, "The capital of France is", "1, 2, 3, 4,", "import numpy as np\n"]
+    chats = [[{"role": "user", "content": q}] for q in ("Say hi.", "Name a colour.")]
+    expected = {("c", i): client.completions.create(model=ALIAS, prompt=p, max_tokens=6, temperature=0)
+                .choices[0].text for i, p in enumerate(prompts)}
+    expected.update({("m", i): _chat_text(client.chat.completions.create(
+        model=ALIAS, messages=m, max_tokens=6, temperature=0)) for i, m in enumerate(chats)})
+
+    def one(worker: int, k: int) -> bool:
+        kind, i = list(expected)[(worker * 10 + k) % len(expected)]
+        stream = k % 3 == 2
+        if kind == "c":
+            out = client.completions.create(model=ALIAS, prompt=prompts[i], max_tokens=6, temperature=0,
+                                            stream=stream)
+            text = "".join(c.choices[0].text for c in out) if stream else out.choices[0].text
+        else:
+            out = client.chat.completions.create(model=ALIAS, messages=chats[i], max_tokens=6, temperature=0,
+                                                 stream=stream)
+            text = "".join(c.choices[0].delta.content or "" for c in out if c.choices) if stream \
+                else _chat_text(out)
+        return text == expected[(kind, i)]
+
+    def worker(w: int) -> list[bool]:
+        return [one(w, k) for k in range(10)]
+
+    t0 = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = [ok for oks in pool.map(worker, range(4)) for ok in oks]
+    wall = time.perf_counter() - t0
+    print(f"\nload: 4 clients x 10 requests in {wall:.1f} s ({40 / wall:.1f} req/s); "
+          f"server peak RSS {server.peak_rss_mib():.0f} MiB")
+    assert len(results) == 40 and all(results)
+    assert httpx.get(server.base + "/health", timeout=10).json()["pending"] == 0
+
+
+def _start_long_stream(server):
+    """A streamed completion long enough to keep the model busy, after its first chunk."""
+    client = server.client()
+    stream = client.completions.create(model=ALIAS, prompt="Once upon a time", max_tokens=400, temperature=0,
+                                       stream=True)
+    it = iter(stream)
+    first = next(it)
+    return stream, it, first
+
+
+def test_disconnect_mid_stream(server):
+    client = server.client()
+    ref = client.completions.create(model=ALIAS, prompt=CODE, max_tokens=24, temperature=0).choices[0].text
+    cancelled = httpx.get(server.base + "/health", timeout=10).json()["cancelled_streams"]
+    stream, it, _ = _start_long_stream(server)
+    for _ in range(3):
+        next(it)
+    stream.close()  # the client goes away halfway
+    again = client.completions.create(model=ALIAS, prompt=CODE, max_tokens=24, temperature=0)
+    assert again.choices[0].text == ref
+    # The cancelled generation's own prompt, answered from the now-coherent cache.
+    short = client.completions.create(model=ALIAS, prompt="Once upon a time", max_tokens=8, temperature=0)
+    assert short.usage.completion_tokens == 8
+    health = httpx.get(server.base + "/health", timeout=10).json()
+    assert health["pending"] == 0 and health["cancelled_streams"] == cancelled + 1  # stopped, not run to its end
+
+
+def test_queue_full_is_503(server):
+    client = server.client()
+    ref = client.completions.create(model=ALIAS, prompt=CODE, max_tokens=3, temperature=0).choices[0].text
+    stream, it, _ = _start_long_stream(server)  # 1 running
+    results: list = []
+    lock = threading.Lock()
+
+    def fire() -> None:
+        r = server.post("/v1/completions", json.dumps({"model": ALIAS, "prompt": CODE, "max_tokens": 3,
+                                                       "temperature": 0}))
+        with lock:
+            results.append(r)
+
+    threads = [threading.Thread(target=fire) for _ in range(MAX_QUEUE + 1)]  # 5 fit beside it, 2 do not
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while sum(r.status_code == 503 for r in results) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stream.close()
+    for t in threads:
+        t.join(60)
+    codes = sorted(r.status_code for r in results)
+    assert codes == [200] * (MAX_QUEUE - 1) + [503, 503], codes
+    for r in results:
+        if r.status_code == 503:
+            assert r.json()["error"]["code"] == "queue_full" and r.headers.get("retry-after")
+        else:
+            assert r.json()["choices"][0]["text"] == ref

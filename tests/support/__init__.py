@@ -1,0 +1,1 @@
+"""Helpers the tests share: pure-Python references, plain decoding, prompts, loaders."""

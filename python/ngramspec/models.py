@@ -48,7 +48,7 @@ from typing import Any
 
 from ngramspec.atomic_write import atomic_writer
 
-__all__ = ["MODELS", "ModelSpec", "ModelFetchError", "ModelLoadError", "cache_dir", "fetch",
+__all__ = ["DEFAULT_MODEL", "MODELS", "ModelSpec", "ModelFetchError", "ModelLoadError", "cache_dir", "fetch",
            "resolve_model_path", "load_llama"]
 
 
@@ -92,6 +92,11 @@ MODELS: dict[str, ModelSpec] = {
         ),
     ]
 }
+
+
+#: The model the command line uses when none is named: the smallest here whose answers
+#: make sense (SmolLM2-135M loops on the demo's edit; the tests use it for its speed).
+DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 
 
 def cache_dir() -> Path:

@@ -3,19 +3,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import EXE, ngramspec
 from tests.support.prompts import PROMPTS
 
-EXE = [sys.executable, "-m", "ngramspec"]
-
-
-def run(*args: str, stdin: str | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(EXE + list(args), input=stdin if stdin is not None else "", capture_output=True,
-                          text=True, timeout=timeout)
+run = ngramspec
 
 
 def test_generate_streams_and_reports_stats(llm):
@@ -25,7 +20,7 @@ def test_generate_streams_and_reports_stats(llm):
     ref = llm.create_completion(PROMPTS["list"], max_tokens=24, temperature=0.0)["choices"][0]["text"]
     llm.reset()
     assert p.stdout == ref + "\n"
-    assert "tokens/pass" in p.stderr and "identical text: yes" in p.stderr
+    assert "tokens per pass: " in p.stderr and "identical text: yes" in p.stderr
     assert "Traceback" not in p.stderr
 
 
@@ -42,13 +37,57 @@ def test_generate_from_stdin_and_file_with_json(tmp_path: Path, llm):
     assert json.loads(q.stdout)["choices"][0]["text"] == out["choices"][0]["text"]
 
 
+def _stderr_tail(stderr: str) -> list[str]:
+    """generate --compare's last three lines: speed-up, identity, tokens per pass."""
+    return [line for line in stderr.splitlines() if line.strip()][-3:]
+
+
+def test_demo_streams_the_edit_then_speed_up_identity_and_tokens_per_pass(llm):
+    from ngramspec.cli.demo import demo
+
+    p = run("generate", "--compare", "--max-tokens", "40")      # no prompt: the demo, on the test model
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.startswith("ngramspec: demo on smollm2-135m: the model adds a function to "
+                               "ngramspec/json_checks.py"), p.stderr
+    task = demo()
+    llm.reset()
+    plain = llm.create_chat_completion(task.messages, max_tokens=40, temperature=0)["choices"][0]["message"]
+    llm.reset()
+    assert p.stdout == plain["content"] + "\n"
+    speed_up, identical, per_pass = _stderr_tail(p.stderr)
+    assert speed_up.startswith("speed-up: ") and "x over plain llama-cpp-python (" in speed_up, speed_up
+    assert float(speed_up.split()[1].rstrip("x")) > 0
+    assert identical == "identical text: yes"
+    assert per_pass.startswith("tokens per pass: ") and "prediction: " in per_pass, per_pass
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.model
+def test_demo_on_the_default_model_answers_sensibly():
+    """README's first command, as it runs after set-up: the default model (not the
+    tests' SmolLM2, which loops on this edit) adds the function and keeps the file."""
+    from ngramspec.models import DEFAULT_MODEL
+
+    p = run("generate", "--compare", "--model", DEFAULT_MODEL, timeout=900)
+    assert p.returncode == 0, p.stderr
+    answer = p.stdout
+    assert answer.count("```") == 2 and "def is_text(x" in answer, answer
+    for kept in ("def is_int(x: Any) -> TypeGuard[int]:", "def is_number(x: Any) -> TypeGuard[float]:",
+                 "from __future__ import annotations"):
+        assert kept in answer, answer
+    assert "isinstance(x, str)" in answer.split("def is_text(", 1)[1], answer
+    speed_up, identical, per_pass = _stderr_tail(p.stderr)
+    assert identical == "identical text: yes", p.stderr
+    assert speed_up.startswith("speed-up: ") and per_pass.startswith("tokens per pass: "), p.stderr
+
+
 def test_generate_chat_and_sampled(smollm2_path):
     p = run("generate", "Name a colour.", "--chat", "--max-tokens", "12")
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip()
     q = run("generate", "Name a colour.", "--temperature", "0.7", "--seed", "3", "--max-tokens", "8")
     assert q.returncode == 0, q.stderr
-    assert "tokens/pass" in q.stderr
+    assert "tokens per pass: " in q.stderr
 
 
 def test_doctor(smollm2_path):

@@ -4,20 +4,16 @@ generation; mistakes in the flags are one line, before any model loads."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ngramspec import Memory
+from tests.support.cli import ngramspec
 
-EXE = [sys.executable, "-m", "ngramspec"]
 PROMPT = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n"
 
-
-def run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(EXE + list(args), input="", capture_output=True, text=True, timeout=timeout)
+run = ngramspec
 
 
 def test_memory_is_started_saved_and_loaded_again(tmp_path: Path, llm):

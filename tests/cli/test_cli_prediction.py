@@ -3,18 +3,15 @@ text stays plain greedy's, and input mistakes are one line and exit code 2."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-EXE = [sys.executable, "-m", "ngramspec"]
+from tests.support.cli import ngramspec
+
 PROMPT = "Here is a list of fruits:\n1. apple\n2. banana\n3. cherry\n\nThe same list again:\n1."
 
-
-def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(EXE + list(args), input=stdin, capture_output=True, text=True, timeout=600)
+run = ngramspec
 
 
 def test_stdin_cannot_be_prompt_and_prediction():

@@ -9,6 +9,10 @@ from typing import Any
 
 from ngramspec.errors import UserError
 
+#: generate's --max-tokens for a prompt of the user's (the demo has its own).
+DEFAULT_MAX_TOKENS = 128
+
+#: The prompt of doctor's trial generations: a code completion any model continues.
 DEFAULT_PROMPT = (
     "Here is a Python function and a refactored copy of it.\n\n"
     "def total_price(items, tax_rate):\n"
@@ -56,10 +60,10 @@ def read_text(path: str | None, what: str, *, blank_is_empty: bool, allow_empty:
     return text
 
 
-def read_prompt(args: argparse.Namespace) -> str:
+def read_prompt(args: argparse.Namespace) -> str | None:
     """The prompt: --file, the argument, or stdin ("-", or piped in with no argument).
-    With no prompt at all (no argument, nothing piped in) it is DEFAULT_PROMPT; a
-    prompt that is given but empty (or only whitespace) is an error."""
+    With no prompt at all (no argument, nothing piped in) it is None (generate runs
+    its demo); a prompt that is given but empty (or only whitespace) is an error."""
     if args.file is not None:
         if args.prompt is not None:
             raise UserError("give the prompt as text or with --file, not both")
@@ -70,7 +74,7 @@ def read_prompt(args: argparse.Namespace) -> str:
         if text.strip():
             return text
     if args.prompt is None:
-        return DEFAULT_PROMPT
+        return None
     prompt: str = args.prompt
     if not prompt.strip():
         raise UserError("the prompt is empty")

@@ -1,6 +1,7 @@
 """``ngramspec generate``: a completion (or --chat) with speculative decoding,
-streamed, then one line of stats; --compare also runs plain decoding and checks
-that the text is identical."""
+streamed, then its tokens per pass; --compare also runs plain decoding and says
+the speed-up and whether the text is identical. With no prompt, the demo
+(``cli/demo.py``)."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ngramspec.cli.common import load_model, read_prediction, read_prompt
+from ngramspec.cli.common import DEFAULT_MAX_TOKENS, load_model, read_prediction, read_prompt
+from ngramspec.cli.demo import DEMO_MAX_TOKENS, demo
 from ngramspec.errors import ContextTooSmall, PromptTooLong, UserError
 
 
@@ -24,9 +26,57 @@ def run(args: argparse.Namespace) -> int:
     if args.n_ctx != 0 and args.n_ctx < 32:
         raise UserError("--n-ctx must be 0 (the model's training context) or >= 32")
     prediction = read_prediction(args)   # first: with --prediction -, stdin is the prediction's
-    prompt = read_prompt(args)
+    given = read_prompt(args)
+    prompt, chat, max_tokens = given or "", args.chat, args.max_tokens
+    messages = [{"role": "user", "content": prompt}]
+    if given is None:   # no prompt given: the demo, a chat edit of a real file with its prediction
+        task = demo()
+        messages, chat = task.messages, True
+        prediction = task.prediction if prediction is None else prediction
+        max_tokens = DEMO_MAX_TOKENS if max_tokens is None else max_tokens
+        print(f"ngramspec: demo on {args.model}: {task.description}", file=sys.stderr, flush=True)
+    max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
     memory, memory_path = _open_memory(args)  # a bad --memory/--prime fails before the model loads
     llm = load_model(args.model, args.n_ctx, args.threads, args.seed)
+    spec = _speculative_llama(SpeculativeLlama, llm, args, memory, memory_path)
+    req = {"max_tokens": max_tokens, "temperature": args.temperature, "seed": args.seed}
+    predicted: dict[str, Any] = {} if prediction is None else {"prediction": {"type": "content", "content": prediction}}
+    call = (lambda **kw: spec.create_chat_completion(messages, **kw, **predicted)) if chat else \
+        (lambda **kw: spec.create_completion(prompt, **kw, **predicted))
+    try:   # measured (or read from the cache) before timing, as a server does at start-up
+        spec.engine.prepare()
+    except ContextTooSmall as e:   # the probe does not fit in --n-ctx
+        raise UserError(f"{e}: raise --n-ctx or lower --max-draft") from None
+    t0 = time.perf_counter()
+    try:
+        text = _complete(call, req, args.json, chat)
+    except PromptTooLong as e:   # the prompt does not fit in --n-ctx
+        raise UserError(f"{e}: shorten the prompt or raise --n-ctx") from None
+    elapsed = time.perf_counter() - t0
+    if memory is not None and memory_path is not None:  # the generation's output is in the memory now
+        memory.save(memory_path)
+        print(f"ngramspec: memory saved to {memory_path} ({len(memory)} tokens)", file=sys.stderr)
+    same = True
+    if args.compare:
+        print("ngramspec: now plain llama-cpp-python on the same request, for comparison...", file=sys.stderr,
+              flush=True)
+        llm.reset()
+        t0 = time.perf_counter()
+        plain = llm.create_chat_completion(messages, **req) if chat else llm.create_completion(prompt, **req)
+        dt = time.perf_counter() - t0
+        ptext = plain["choices"][0]["message"]["content"] if chat else plain["choices"][0]["text"]
+        same = ptext == text
+        print(f"speed-up: {dt / elapsed:.2f}x over plain llama-cpp-python ({dt:.2f} s plain, {elapsed:.2f} s "
+              "ngramspec)", file=sys.stderr)
+        print(f"identical text: {'yes' if same else 'NO'}", file=sys.stderr)
+    print(tokens_per_pass_line(spec.last_speculative), file=sys.stderr)
+    if not same and args.temperature <= 0 and not args.inexact:
+        return 1
+    return 0
+
+
+def _speculative_llama(cls: Any, llm: Any, args: argparse.Namespace, memory: Any, memory_path: Path | None) -> Any:
+    """The command's SpeculativeLlama: --inexact, --max-draft, --draft-model, --memory."""
     options: dict[str, Any] = {"exact": not args.inexact}
     if args.max_draft is not None:
         options["max_draft"] = args.max_draft
@@ -37,51 +87,14 @@ def run(args: argparse.Namespace) -> int:
             options["draft_model"] = as_draft_proposer(args.draft_model, llm)
         except ValueError as e:
             raise UserError(f"--draft-model: {e}") from None
-    if memory is not None:
-        from ngramspec.memory.fingerprint import TokenizerMismatchError
+    if memory is None:
+        return cls(llm, **options)
+    from ngramspec.memory.fingerprint import TokenizerMismatchError
 
-        options["memory"] = memory
-        try:
-            spec = SpeculativeLlama(llm, **options)
-        except TokenizerMismatchError as e:
-            raise UserError(f"--memory {memory_path or ''}: {e}") from None
-    else:
-        spec = SpeculativeLlama(llm, **options)
-    req = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed}
-    messages = [{"role": "user", "content": prompt}]
-    predicted: dict[str, Any] = {} if prediction is None else {"prediction": {"type": "content", "content": prediction}}
-    call = (lambda **kw: spec.create_chat_completion(messages, **kw, **predicted)) if args.chat else \
-        (lambda **kw: spec.create_completion(prompt, **kw, **predicted))
-    try:   # measured (or read from the cache) before timing, as a server does at start-up
-        spec.engine.prepare()
-    except ContextTooSmall as e:   # the probe does not fit in --n-ctx
-        raise UserError(f"{e}: raise --n-ctx or lower --max-draft") from None
-    t0 = time.perf_counter()
     try:
-        text = _complete(call, req, args)
-    except PromptTooLong as e:   # the prompt does not fit in --n-ctx
-        raise UserError(f"{e}: shorten the prompt or raise --n-ctx") from None
-    elapsed = time.perf_counter() - t0
-    print(_stats_line(spec.last_speculative), file=sys.stderr)
-    if prediction is not None:
-        used = spec.last_speculative.get("prediction") or {}
-        print(f"ngramspec: prediction: {used.get('accepted_prediction_tokens', 0)} tokens accepted, "
-              f"{used.get('rejected_prediction_tokens', 0)} rejected", file=sys.stderr)
-    if memory is not None and memory_path is not None:  # the generation's output is in the memory now
-        memory.save(memory_path)
-        print(f"ngramspec: memory saved to {memory_path} ({len(memory)} tokens)", file=sys.stderr)
-    if args.compare:
-        llm.reset()
-        t0 = time.perf_counter()
-        plain = llm.create_chat_completion(messages, **req) if args.chat else llm.create_completion(prompt, **req)
-        dt = time.perf_counter() - t0
-        ptext = plain["choices"][0]["message"]["content"] if args.chat else plain["choices"][0]["text"]
-        same = ptext == text
-        print(f"plain llama-cpp-python: {dt:.2f}s vs ngramspec {elapsed:.2f}s: speed-up {dt / elapsed:.2f}x; "
-              f"identical text: {'yes' if same else 'NO'}", file=sys.stderr)
-        if not same and args.temperature <= 0 and not args.inexact:
-            return 1
-    return 0
+        return cls(llm, memory=memory, **options)
+    except TokenizerMismatchError as e:
+        raise UserError(f"--memory {memory_path or ''}: {e}") from None
 
 
 def _open_memory(args: argparse.Namespace) -> tuple[Any, Path | None]:
@@ -118,17 +131,17 @@ def _open_memory(args: argparse.Namespace) -> tuple[Any, Path | None]:
     return memory, path
 
 
-def _complete(call: Any, req: dict[str, Any], args: argparse.Namespace) -> str:
+def _complete(call: Any, req: dict[str, Any], as_json: bool, chat: bool) -> str:
     """Runs the request, printing JSON or streaming the text; returns the text."""
-    if args.json:
+    if as_json:
         out = call(**req)
-        text: str = out["choices"][0]["message"]["content"] if args.chat else out["choices"][0]["text"]
+        text: str = out["choices"][0]["message"]["content"] if chat else out["choices"][0]["text"]
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         parts = []
         for chunk in call(stream=True, **req):
             choice = chunk["choices"][0]
-            piece = (choice["delta"].get("content") or "") if args.chat else choice["text"]
+            piece = (choice["delta"].get("content") or "") if chat else choice["text"]
             parts.append(piece)
             print(piece, end="", flush=True)
         print()
@@ -136,13 +149,18 @@ def _complete(call: Any, req: dict[str, Any], args: argparse.Namespace) -> str:
     return text
 
 
-def _stats_line(spec: dict[str, Any]) -> str:
-    """The run's stats (``last_speculative``) in one line, or why speculation was not used."""
+def tokens_per_pass_line(spec: dict[str, Any]) -> str:
+    """The run's stats (``last_speculative``) in one line, tokens per pass first, or
+    why speculation was not used."""
     if not spec.get("used"):
         reason: str = spec.get("reason", "speculation not used")
         return "ngramspec: " + reason
     n, t = spec["generated_tokens"], spec["time_total_s"]
-    return (f"ngramspec: {n} tokens in {t:.2f}s ({n / t if t else 0:.1f} tok/s), {spec['forward_passes']} passes, "
-            f"{spec['tokens_per_forward']:.2f} tokens/pass, acceptance {spec['acceptance_rate']:.0%} "
-            f"({spec['accepted_tokens']}/{spec['drafted_tokens']}), "
-            f"overhead {spec['overhead_per_step_ms']:.2f} ms/pass")
+    line = (f"tokens per pass: {spec['tokens_per_forward']:.2f} ({n} tokens in {spec['forward_passes']} passes, "
+            f"{n / t if t else 0:.1f} tok/s; acceptance {spec['acceptance_rate']:.0%} "
+            f"({spec['accepted_tokens']}/{spec['drafted_tokens']})")
+    used = spec.get("prediction")
+    if used:
+        line += (f"; prediction: {used.get('accepted_prediction_tokens', 0)} tokens accepted, "
+                 f"{used.get('rejected_prediction_tokens', 0)} rejected")
+    return line + f"; overhead {spec['overhead_per_step_ms']:.2f} ms/pass)"

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from ngramspec.cli.common import DEFAULT_MAX_TOKENS
+from ngramspec.cli.demo import DEMO_MAX_TOKENS
+from ngramspec.models import DEFAULT_MODEL
+
 
 def build_parser() -> argparse.ArgumentParser:
     # allow_abbrev=False everywhere: a prefix must not silently stand for another
@@ -23,11 +27,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_generate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g = sub.add_parser("generate", allow_abbrev=False, help="speculative completion, streamed, with stats")
-    g.add_argument("prompt", nargs="?", default=None, help="prompt text, or - for stdin (default: a code prompt)")
+    g.add_argument("prompt", nargs="?", default=None,
+                   help="prompt text, or - for stdin (default: the demo, the model editing one of this package's "
+                        "source files with the file as its prediction)")
     g.add_argument("--file", default=None, help="read the prompt from this file")
-    g.add_argument("--model", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
+    g.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"a name from ngramspec.models or a GGUF path (default: {DEFAULT_MODEL})")
     g.add_argument("--chat", action="store_true", help="send the prompt as a user message with the chat template")
-    g.add_argument("--max-tokens", type=int, default=128)
+    g.add_argument("--max-tokens", type=int, default=None,
+                   help=f"(default: {DEFAULT_MAX_TOKENS}; the demo's: {DEMO_MAX_TOKENS})")
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (speculative); > 0 = sampled")
     g.add_argument("--seed", type=int, default=None)
     g.add_argument("--json", action="store_true", help="print the full response as JSON instead of streaming")
@@ -52,7 +60,8 @@ def _add_generate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d = sub.add_parser("doctor", allow_abbrev=False, help="check the llama.cpp build for exact speculation")
-    d.add_argument("--model", default="smollm2-135m")
+    d.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"a name from ngramspec.models or a GGUF path (default: {DEFAULT_MODEL})")
     d.add_argument("--max-batch", type=int, default=12)
     d.add_argument("--threads", type=int, default=None)
     d.add_argument("--n-ctx", type=int, default=2048, help="context size (part of the cache key, as for generate)")

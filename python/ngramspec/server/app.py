@@ -44,6 +44,7 @@ speculation refuses one).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -67,7 +68,8 @@ from ngramspec.server.errors import (
     validation_error,
 )
 from ngramspec.server.memory_saver import save_at_shutdown
-from ngramspec.server.model import SpeculativeProxy, build_wrapper
+from ngramspec.server.model import SpeculativeProxy, build_wrapper, short_model_id
+from ngramspec.server.openapi import publish_error_responses
 from ngramspec.server.response_fields import finish_response
 from ngramspec.server.settings import ServeOptions
 from ngramspec.server.state import ServerState
@@ -125,18 +127,31 @@ async def _answer(request: Any, body: Any, chat: bool) -> Any:
 #: The model for a route, as llama-cpp-python's routes get it (its locks included).
 _PROXY = Depends(llama_app.get_llama_proxy)
 
+#: llama-cpp-python's completion routes as it declares them, read before ours replace
+#: them: their documented responses (JSON, or SSE when stream=True) are ours too.
+_THEIRS = {r.path: r for r in llama_app.router.routes if isinstance(r, APIRoute)}
+
+
+def _documented(path: str) -> dict[str, Any]:
+    theirs = _THEIRS.get(path)
+    if theirs is None:
+        return {}
+    return {"response_model": theirs.response_model, "responses": theirs.responses}
+
 
 def _router() -> Any:
     router = APIRouter(route_class=SpeculativeRoute)
     auth = [Depends(llama_app.authenticate)]
 
-    @router.post("/v1/completions", summary="Completion", dependencies=auth, tags=[llama_app.openai_v1_tag])
+    @router.post("/v1/completions", summary="Completion", dependencies=auth, tags=[llama_app.openai_v1_tag],
+                 **_documented("/v1/completions"))
     # llama-cpp-python serves its completions here too (GitHub Copilot's path); ours replaces both.
     @router.post("/v1/engines/copilot-codex/completions", include_in_schema=False, dependencies=auth)
     async def create_completion(request: Request, body: CompletionRequest) -> Any:
         return await _answer(request, body, chat=False)
 
-    @router.post("/v1/chat/completions", summary="Chat", dependencies=auth, tags=[llama_app.openai_v1_tag])
+    @router.post("/v1/chat/completions", summary="Chat", dependencies=auth, tags=[llama_app.openai_v1_tag],
+                 **_documented("/v1/chat/completions"))
     async def create_chat_completion(request: Request, body: ChatCompletionRequest) -> Any:
         return await _answer(request, body, chat=True)
 
@@ -175,16 +190,36 @@ def _reroute(router: APIRouter) -> None:
     for r in router.routes:
         if not isinstance(r, APIRoute) or r.path in _REPLACED:
             continue
-        fresh.add_api_route(r.path, r.endpoint, methods=sorted(r.methods or ()), dependencies=list(r.dependencies),
+        endpoint = _embeddings_if_enabled(r.endpoint) if r.path == "/v1/embeddings" else r.endpoint
+        fresh.add_api_route(r.path, endpoint, methods=sorted(r.methods or ()), dependencies=list(r.dependencies),
                             summary=r.summary, tags=r.tags, response_model=r.response_model,
                             responses=r.responses, include_in_schema=r.include_in_schema, name=r.name)
     router.routes[:] = fresh.routes
 
 
+def _embeddings_if_enabled(endpoint: Any) -> Any:
+    """llama-cpp-python's /v1/embeddings, answering 400 when the model was not loaded
+    with ``--embedding true``: llama-cpp-python's ``create_embedding`` raises a
+    RuntimeError there, which its route answered with a 500."""
+
+    @functools.wraps(endpoint)  # the same signature: FastAPI resolves the same body and dependencies
+    async def create_embedding(*args: Any, **kwargs: Any) -> Any:
+        proxy = kwargs.get("llama_proxy")
+        llm = getattr(getattr(proxy, "wrapper", None), "llm", None)
+        if llm is not None and not llm.context_params.embeddings:
+            raise ClientError(400, "This server does not compute embeddings: its model was loaded without "
+                                   "`--embedding true` (start `ngramspec serve` with it to use /v1/embeddings)",
+                              code="embeddings_not_enabled")
+        return await endpoint(*args, **kwargs)
+
+    return create_embedding
+
+
 def create_app(server_settings: Any, model_settings: Any, options: ServeOptions | None = None,
                names: Sequence[str] = ()) -> Any:
     """llama-cpp-python's app for one model, answering through ``SpeculativeLlama``.
-    ``names``: extra model names a request may use (besides the alias and the path)."""
+    ``names``: extra model names a request may use (besides the alias and the path)
+    under ``--strict_model_names``; without it, any name is this model."""
     options = options or ServeOptions()
     if os.environ.get("CONFIG_FILE"):
         raise UserError("CONFIG_FILE (llama-cpp-python's multi-model config) is not supported by ngramspec serve")
@@ -196,7 +231,7 @@ def create_app(server_settings: Any, model_settings: Any, options: ServeOptions 
     wrapper = build_wrapper(llm, options)
     if options.memory is not None:
         save_at_shutdown(app, wrapper.engine.memory, options.memory)
-    alias = model_settings.model_alias or model_settings.model
+    alias = model_settings.model_alias or short_model_id(model_settings.model)
     proxy = SpeculativeProxy(wrapper, alias, [alias, model_settings.model, os.path.basename(model_settings.model),
                                               *names])
     # What get_llama_proxy hands to every route, ours and theirs: a stand-in for its
@@ -213,4 +248,5 @@ def create_app(server_settings: Any, model_settings: Any, options: ServeOptions 
 
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
+    publish_error_responses(app)
     return app

@@ -15,6 +15,7 @@ from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
 from ngramspec import models
 from ngramspec.errors import UserError
 from ngramspec.server.app import create_app
+from ngramspec.server.model import short_model_id
 from ngramspec.server.settings import DEFAULT_MAX_QUEUE, ServeOptions
 
 __all__ = ["build_parser", "main", "settings_from_args"]
@@ -50,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     ours.add_argument("--memory", dest="memory", default=None, metavar="FILE",
                       help="a Memory of earlier requests shared by every request of this server: loaded from FILE "
                            "if it exists, saved there when the server stops (SIGINT or SIGTERM) (docs/memory.md)")
+    ours.add_argument("--strict_model_names", dest="strict_model_names", type=_parse_bool_arg, default=False,
+                      help="answer a request that names another model with 404 model_not_found (default: false: "
+                           "serving one model, any name is that model, as llama.cpp's server does)")
     return parser
 
 
@@ -65,7 +69,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[Any, Any, ServeOptions
     given = args.model
     args.model = _model_path(given)
     if args.model_alias is None:
-        args.model_alias = given
+        args.model_alias = short_model_id(given)
     if args.logits_all is None:
         args.logits_all = False
     if args.interrupt_requests is None:
@@ -83,8 +87,8 @@ def settings_from_args(args: argparse.Namespace) -> tuple[Any, Any, ServeOptions
     if args.memory is not None:
         _check_memory_file(args.memory)
     options = ServeOptions(exact=args.exact, max_draft=args.max_draft, max_queue=args.max_queue,
-                           warmup=args.warmup, memory=args.memory)
-    return server_settings, model_settings, options, [given]
+                           warmup=args.warmup, memory=args.memory, strict_model_names=args.strict_model_names)
+    return server_settings, model_settings, options, [given, short_model_id(given)]
 
 
 def _model_path(given: str) -> str:

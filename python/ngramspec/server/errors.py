@@ -7,6 +7,7 @@ import time
 import traceback
 from typing import Any
 
+import jinja2
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -21,10 +22,11 @@ class ClientError(Exception):
     """A request the server refuses: an HTTP status and an OpenAI error object."""
 
     def __init__(self, status: int, message: str, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:
+                 param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.error = {"message": message, "type": type, "param": param, "code": code}
+        self.headers = dict(headers or {})   # kept on the answer: a 405's Allow, a 401's WWW-Authenticate
 
 
 def as_client_error(exc: BaseException, body: Any = None) -> BaseException:
@@ -38,6 +40,12 @@ def as_client_error(exc: BaseException, body: Any = None) -> BaseException:
                                     f"{'it' if len(sent) == 1 else 'them'} into what the wrapper refuses: {exc})",
                                param=sent[0], code="unsupported_parameter")
         return ClientError(400, str(exc), code="unsupported_parameter")
+    if isinstance(exc, jinja2.TemplateError):
+        # The model's chat template could not render the messages (an assistant
+        # message without content, say, for a template that reads it): the
+        # request's messages are what it cannot take.
+        return ClientError(400, f"The model's chat template cannot render these messages: "
+                                f"{type(exc).__name__}: {exc}", param="messages", code="invalid_messages")
     if isinstance(exc, (ValueError, TypeError)):
         for pattern, formatter in RouteErrorHandler.pattern_and_formatters.items():
             match = pattern.search(str(exc))
@@ -86,13 +94,16 @@ def validation_error(exc: Any) -> ClientError:
 
 
 def error_json(err: ClientError) -> Any:
-    headers = {"Retry-After": "1"} if err.status == 503 else None
-    return JSONResponse({"error": err.error}, status_code=err.status, headers=headers)
+    headers = dict(err.headers)
+    if err.status == 503:
+        headers.setdefault("Retry-After", "1")
+    return JSONResponse({"error": err.error}, status_code=err.status, headers=headers or None)
 
 
 def http_error(exc: Any) -> ClientError:
     return ClientError(exc.status_code, str(exc.detail),
-                       type="invalid_request_error" if exc.status_code < 500 else "server_error")
+                       type="invalid_request_error" if exc.status_code < 500 else "server_error",
+                       headers=getattr(exc, "headers", None))
 
 
 def internal_error(exc: BaseException) -> ClientError:

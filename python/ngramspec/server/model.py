@@ -7,10 +7,11 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ngramspec import models
 from ngramspec.integrations.wrapper import wrap
 from ngramspec.server.settings import ServeOptions
 
-__all__ = ["SpeculativeProxy", "build_wrapper"]
+__all__ = ["SpeculativeProxy", "build_wrapper", "short_model_id"]
 
 
 class SpeculativeProxy:
@@ -30,6 +31,17 @@ class SpeculativeProxy:
 
     def free(self) -> None:
         self.wrapper.llm.close()
+
+
+def short_model_id(given: str) -> str:
+    """The id ``/v1/models`` lists when ``--model_alias`` is not given: a name from
+    ngramspec.models as it is, a file path as its stem (``SmolLM2-135M-Instruct.Q4_1``
+    for ``/any/where/SmolLM2-135M-Instruct.Q4_1.gguf``), never a path on disk."""
+    if given in models.MODELS:
+        return given
+    name = os.path.basename(given.rstrip("/" + os.sep)) or given
+    stem, ext = os.path.splitext(name)
+    return stem if ext.lower() == ".gguf" and stem else name
 
 
 def build_wrapper(llm: Any, options: ServeOptions) -> Any:

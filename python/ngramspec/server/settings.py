@@ -18,6 +18,7 @@ class ServeOptions:
     max_queue: int = DEFAULT_MAX_QUEUE  # completion requests running or waiting; the next gets 503
     warmup: bool = True                # before listening: the engine's first-use work, a first decode
     memory: str | None = None          # `--memory FILE`: loaded at start if it exists, saved when the server stops
+    strict_model_names: bool = False   # True: a request naming another model gets 404 (default: any name is this model)
 
     def engine_options(self) -> dict[str, Any]:
         out: dict[str, Any] = {"exact": self.exact}

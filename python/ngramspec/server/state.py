@@ -23,7 +23,10 @@ class ServerState:
         self.cancelled = 0  # streams that ended before their end: the client went away (or was interrupted)
 
     def check_model(self, model: str | None) -> None:
-        if model is not None and model not in self.proxy.names:
+        """Serving one model, any name is that model, as llama.cpp's server and
+        llama-cpp-python's answer (tools send fixed or placeholder names);
+        ``--strict_model_names true`` answers other names with a 404."""
+        if self.options.strict_model_names and model is not None and model not in self.proxy.names:
             raise ClientError(404, f"The model `{model}` does not exist; this server serves `{self.proxy.alias}` "
                                    "(GET /v1/models)", param="model", code="model_not_found")
 

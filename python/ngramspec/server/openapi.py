@@ -1,0 +1,88 @@
+"""The OpenAPI schema the server publishes (``/openapi.json``): FastAPI's, with the
+error responses this server really gives.
+
+FastAPI documents a 422 with its own validation body on every route; this server
+answers a bad request with a 4xx in OpenAI's error shape instead (``errors.py``),
+a fault of its own with a 500 in the same shape, and a full queue with a 503. A
+client generated from the schema, or a schema-driven fuzzer, then expects what it
+gets.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.openapi.utils import get_openapi
+
+__all__ = ["ERROR_SCHEMA", "SSE_EVENT_SCHEMA", "publish_error_responses"]
+
+_NULLABLE_STRING = {"anyOf": [{"type": "string"}, {"type": "null"}]}
+
+#: OpenAI's error object: ``{"error": {"message", "type", "param", "code"}}``.
+ERROR_SCHEMA: dict[str, Any] = {
+    "title": "ErrorResponse",
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "param", "code"],
+            "properties": {"message": {"type": "string"}, "type": {"type": "string"},
+                           "param": _NULLABLE_STRING, "code": _NULLABLE_STRING},
+        },
+    },
+}
+
+#: One server-sent event of a streamed completion, as a client parses it (Open API
+#: before 3.2 has a text/event-stream schema describe each event, not the stream).
+SSE_EVENT_SCHEMA: dict[str, Any] = {
+    "title": "ServerSentEvent",
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "data": {"type": "string", "description": "a JSON chunk (CreateCompletionResponse, or a "
+                                                  "chat.completion.chunk), a JSON error object, or [DONE]"},
+        "event": {"type": "string"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+}
+
+_ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+
+#: Routes that queue for the model, and answer 503 when the queue is full.
+QUEUED = {"/v1/completions", "/v1/chat/completions"}
+
+
+def publish_error_responses(app: Any) -> None:
+    """Make ``app.openapi()`` document the error responses (4XX and 500 on every
+    route, 503 on the queued ones, no 422) and a stream's events."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            schema: dict[str, Any] = app.openapi_schema
+            return schema
+        schema = get_openapi(title=app.title, version=app.version, openapi_version=app.openapi_version,
+                             description=app.description, routes=app.routes)
+        schema.setdefault("components", {}).setdefault("schemas", {})["ErrorResponse"] = ERROR_SCHEMA
+        for path, operations in schema.get("paths", {}).items():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                responses.pop("422", None)
+                for response in responses.values():
+                    stream = response.get("content", {}).get("text/event-stream")
+                    if stream is not None:
+                        stream["schema"] = SSE_EVENT_SCHEMA
+                responses["4XX"] = {"description": "The request's fault (malformed JSON, a wrong type, a value "
+                                                   "out of range, what speculation cannot honour)",
+                                    "content": _ERROR_CONTENT}
+                responses["500"] = {"description": "A fault of the server's", "content": _ERROR_CONTENT}
+                if path in QUEUED:
+                    responses["503"] = {"description": "The queue is full (--max_queue); retry after Retry-After",
+                                        "content": _ERROR_CONTENT}
+        components = schema["components"]["schemas"]
+        for unused in ("HTTPValidationError", "ValidationError"):
+            components.pop(unused, None)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi

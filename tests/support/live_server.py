@@ -1,0 +1,90 @@
+"""``ngramspec serve`` in a subprocess on 127.0.0.1, for the live-server tests."""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = ["Server", "free_port", "serving"]
+
+#: The warm-up may measure the engine's cost curve (cached on disk after the first time).
+START_TIMEOUT_S = 300
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Server:
+    """A running ``ngramspec serve``: its process, base URL and log file."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], base: str, log: Path) -> None:
+        self.proc, self.base, self.log = proc, base, log
+
+    def peak_rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def client(self, **kw: Any) -> Any:
+        import openai
+
+        return openai.OpenAI(base_url=self.base + "/v1", api_key=kw.pop("api_key", "unused"), max_retries=0,
+                             timeout=120, **kw)
+
+    def post(self, path: str, content: bytes | str | None = None, **kw: Any) -> httpx.Response:
+        headers = {"content-type": "application/json", **kw.pop("headers", {})}
+        return httpx.post(self.base + path, content=content, timeout=120, headers=headers, **kw)
+
+
+@contextlib.contextmanager
+def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """``python -m ngramspec serve ARGS --host 127.0.0.1 --port FREE``, healthy, then
+    stopped. Fails the test if it does not start, and if its log holds a traceback
+    when it stops (a 500's traceback included)."""
+    import pytest
+
+    port = free_port()
+    log = Path(tempfile.mkstemp(prefix="ngramspec-serve-", suffix=".log")[1])
+    cmd = [sys.executable, "-m", "ngramspec", "serve", *args, "--host", "127.0.0.1", "--port", str(port)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    srv = Server(proc, f"http://127.0.0.1:{port}", log)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(srv.base + "/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"server did not start in {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    try:
+        yield srv
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    text = log.read_text(errors="replace")
+    log.unlink()
+    assert "Traceback" not in text, text[-4000:]

@@ -52,7 +52,8 @@ def test_schema_fuzz_finds_no_server_error(smollm2_path, tmp_path):
                "--checks", ",".join(CHECKS), "--workers", "1", "--seed", seed, "--request-timeout", "60",
                "--report", "har", "--report-har-path", str(har), "--no-color"]
         t0 = time.monotonic()
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUDGET_S + 120,
+        # In tmp_path: schemathesis keeps a cache of crashes (.schemathesis/) where it runs.
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUDGET_S + 120, cwd=tmp_path,
                            env={**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS)})
         elapsed = time.monotonic() - t0
         # Checked before the server stops (whose log is then checked for tracebacks),

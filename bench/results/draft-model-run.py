@@ -129,7 +129,7 @@ def main() -> int:
             mf = f.methods[m]
             per[f.name][m].update(decode_tok_s=mf.decode_tok_s, speedup=mf.speedup, speedups=mf.speedups,
                                   identical=mf.identical, failed=mf.failed, error=mf.error)
-    data = report._finite({
+    data = report.json_safe({
         "model": args.model, "draft_model": draft_path, "machine": f"{cpu}, {report.machine(suite)}",
         "commit": commit, "command": command, "start": start, "end": end, "rounds": args.rounds,
         "verify_cost": suite.cost.relative, "single_token_seconds": suite.cost.single_seconds,

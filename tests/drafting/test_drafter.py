@@ -60,3 +60,20 @@ def test_a_proposer_that_keeps_acceptance_starts_the_next_generation_where_it_le
         assert learned > 0.9
         d.begin([1, 2, 3])   # the next generation
         assert policy.acceptance[src] == (learned if keeps else 0.2)
+
+
+def test_without_the_copy_proposer_the_next_proposer_starts_from_its_own_priors():
+    # Its buckets take the copy proposer's slots in the policy's table; they had
+    # kept the copy seeds (0.35, 0.5, 0.65, ...) instead of the declared 0.2.
+    allowed = np.ones(10, dtype=bool)
+    for with_copy in (True, False):
+        repeats, copy = _Repeats(keeps=False), CopyProposer()
+        policy = CostAwarePolicy(9, learn_cost=False)
+        d = Drafter([NGramProposer(), copy, repeats] if with_copy else [NGramProposer(), repeats], policy, allowed, 8)
+        assert policy.acceptance_of(repeats.source_base) == 0.2
+        if with_copy:
+            assert [policy.acceptance_of(copy.source_base + i) for i in range(len(copy.source_priors))] == \
+                [float(x) for x in copy.source_priors]
+        _generation(d, 3)
+        d.begin([1, 2, 3])      # a new generation starts from the same priors
+        assert policy.acceptance_of(repeats.source_base) == 0.2

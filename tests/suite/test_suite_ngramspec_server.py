@@ -106,7 +106,7 @@ def test_serve_method_matches_in_process_ngramspec(smollm2_path):
     row = next(line for line in md.splitlines() if line.startswith("| code_editing | 2 |"))
     assert "ms" in row and "% |" in row
     assert "over 2 requests" in md
-    data = report._finite(report.to_json(suite, figs, runs, "test", "HEAD", {}))
+    data = report.json_safe(report.to_json(suite, figs, runs, "test", "HEAD", {}))
     assert data["http_overhead"]["workloads"][0]["requests"] == 2
     json.dumps(data, allow_nan=False)
     # Without the method, no section.

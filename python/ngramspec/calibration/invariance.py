@@ -272,36 +272,9 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
         must hold max(depths) + max_batch tokens.
     progress: show a progress bar on stderr.
     """
-    _llama.context_of(llm)
-    if isinstance(max_batch, bool) or not isinstance(max_batch, (int, np.integer)):
-        raise TypeError(f"max_batch must be an int, got {type(max_batch).__name__}")
-    if max_batch < 1:
-        raise ValueError(f"max_batch must be >= 1, got {max_batch}")
-    if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, (int, np.integer)):
-        raise TypeError(f"prefix_tokens must be an int, got {type(prefix_tokens).__name__}")
-    if prefix_tokens < 1:
-        raise ValueError("prefix_tokens must be >= 1")
-    limit = _llama.batch_limit(llm)
-    max_batch = effective_max_batch(llm, max_batch)
+    max_batch, depths, streams = _probe_plan(llm, max_batch, prefix_tokens, depths, tokens)
     sizes = check_sizes(max_batch)
-    n_ctx = _llama.usable_n_ctx(llm)
-    if prefix_tokens + max_batch > n_ctx:
-        raise ContextTooSmall(f"n_ctx {n_ctx} is too small for a probe of {prefix_tokens + max_batch} tokens")
-    if depths is None:
-        depths = check_depths(n_ctx, max_batch, shallowest=int(prefix_tokens))
-    else:
-        depths = sorted({_depth(d) for d in depths})
-        if not depths:
-            raise ValueError("depths is empty")
-        if depths[-1] + max_batch > n_ctx:
-            raise ContextTooSmall(f"n_ctx {n_ctx} is too small for a probe of {max_batch} tokens at depth {depths[-1]}")
-    need = depths[-1] + max_batch
-    if tokens is None:
-        streams = probe_streams(llm, need)
-    else:
-        streams = [[int(t) for t in tokens]]
-        if len(streams[0]) < need:
-            raise ValueError(f"need at least {need} probe tokens, got {len(streams[0])}")
+    limit = _llama.batch_limit(llm)
 
     from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
 
@@ -331,18 +304,7 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
                 singles = _reference_rows(llm, batch, probe, depth, reference)
                 if not singles_first:
                     singles_first = singles
-                for b in sizes:
-                    if b == 1 or b in failed:
-                        continue
-                    _remove_from(llm, depth)
-                    batch.fill(probe[:b], depth, all_logits=True)
-                    t0 = time.perf_counter()
-                    _llama.decode(llm, batch)
-                    seconds.setdefault(b, time.perf_counter() - t0)
-                    got = _llama.output_logits(llm, b)
-                    same = np.all(got.view(np.uint32) == reference[:b].view(np.uint32), axis=1)
-                    if not same.all():
-                        failed[b] = (depth, int((~same).sum()), float(np.max(np.abs(got - reference[:b]))))
+                _compare_batches(llm, batch, probe, depth, sizes, reference, failed, seconds)
                 _remove_from(llm, depth)
                 bar.update(1)
         report.single_token_seconds = float(np.median(singles_first))
@@ -357,6 +319,60 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
         bar.close()
         batch.close()
         _llama.clear_memory(llm)
+
+
+def _probe_plan(llm: Any, max_batch: Any, prefix_tokens: Any, depths: Sequence[int] | None,
+                tokens: Sequence[int] | None) -> tuple[int, list[int], list[list[int]]]:
+    """check_batch_invariance's arguments checked: (the clamped max_batch, the depths
+    to check at, the probe streams, each long enough for the deepest probe)."""
+    _llama.context_of(llm)
+    if isinstance(max_batch, bool) or not isinstance(max_batch, (int, np.integer)):
+        raise TypeError(f"max_batch must be an int, got {type(max_batch).__name__}")
+    if max_batch < 1:
+        raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+    if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, (int, np.integer)):
+        raise TypeError(f"prefix_tokens must be an int, got {type(prefix_tokens).__name__}")
+    if prefix_tokens < 1:
+        raise ValueError("prefix_tokens must be >= 1")
+    max_batch = effective_max_batch(llm, int(max_batch))
+    n_ctx = _llama.usable_n_ctx(llm)
+    if prefix_tokens + max_batch > n_ctx:
+        raise ContextTooSmall(f"n_ctx {n_ctx} is too small for a probe of {prefix_tokens + max_batch} tokens")
+    if depths is None:
+        depths = check_depths(n_ctx, max_batch, shallowest=int(prefix_tokens))
+    else:
+        depths = sorted({_depth(d) for d in depths})
+        if not depths:
+            raise ValueError("depths is empty")
+        if depths[-1] + max_batch > n_ctx:
+            raise ContextTooSmall(f"n_ctx {n_ctx} is too small for a probe of {max_batch} tokens at depth {depths[-1]}")
+    need = depths[-1] + max_batch
+    if tokens is None:
+        streams = probe_streams(llm, need)
+    else:
+        streams = [[int(t) for t in tokens]]
+        if len(streams[0]) < need:
+            raise ValueError(f"need at least {need} probe tokens, got {len(streams[0])}")
+    return int(max_batch), list(depths), streams
+
+
+def _compare_batches(llm: Any, batch: Any, probe: Sequence[int], depth: int, sizes: Sequence[int],
+                     reference: Any, failed: dict[int, tuple[int, int, float]], seconds: dict[int, float]) -> None:
+    """Decode each size not yet failed as one batch at ``depth`` and compare its rows
+    with the one-token ``reference`` bit for bit; a difference goes in ``failed``,
+    the first timing of each size in ``seconds``."""
+    for b in sizes:
+        if b == 1 or b in failed:
+            continue
+        _remove_from(llm, depth)
+        batch.fill(probe[:b], depth, all_logits=True)
+        t0 = time.perf_counter()
+        _llama.decode(llm, batch)
+        seconds.setdefault(b, time.perf_counter() - t0)
+        got = _llama.output_logits(llm, b)
+        same = np.all(got.view(np.uint32) == reference[:b].view(np.uint32), axis=1)
+        if not same.all():
+            failed[b] = (depth, int((~same).sum()), float(np.max(np.abs(got - reference[:b]))))
 
 
 def _depth(d: Any) -> int:

@@ -114,6 +114,7 @@ class CostAwarePolicy:
         self._acceptance_list = list(self._prior_acceptance)
         self.keep_acceptance = keep_acceptance
         self._kept: set[int] = set()   # sources that keep their acceptance across generations (declare_sources)
+        self._declared: set[int] = set()   # sources some proposer has declared (declare_sources)
         self.alpha = alpha
         # Drafts offered but not (or not wholly) verified, waiting for the tokens
         # that really follow them: (output index of their first token, tokens, sources).
@@ -121,15 +122,22 @@ class CostAwarePolicy:
 
     # -- sources -----------------------------------------------------------
     def declare_sources(self, base: int, priors: Sequence[float], *, keep: bool = False) -> None:
-        """Sources base .. base+len(priors)-1 exist, with these priors. Sources the
-        table already has keep theirs (the default n-gram and copy buckets honour
-        the constructor's ``prior_accept``). ``keep``: these sources carry what
+        """Sources base .. base+len(priors)-1 exist, with these priors. Sources
+        already declared keep theirs, and so do the n-gram buckets the table starts
+        with (they honour the constructor's ``prior_accept``); the copy buckets'
+        seeds give way to the priors of whichever proposer declares those slots. ``keep``: these sources carry what
         they learned into the next generation even without ``keep_acceptance``
         (a source whose text spans requests, such as a Memory)."""
         need = base + len(priors)
         for table in (self._prior_acceptance, self._acceptance_list):
             while len(table) < need:
                 table.append(float(priors[len(table) - base]))
+            # The copy buckets' seeds are the copy proposer's: without it (copy=False) the
+            # next proposer's buckets land on those slots and start from its own priors.
+            for i in range(max(base, COPY_SOURCE_BASE), min(need, N_SOURCES)):
+                if i not in self._declared:
+                    table[i] = float(priors[i - base])
+        self._declared.update(range(base, need))
         if keep:
             self._kept.update(range(base, need))
 

@@ -19,23 +19,12 @@ target's sampling parameters applied to the draft's logits with
 kept as ``(ids, probs)`` in ``Proposal.draft_probs`` for modified rejection
 sampling (``sampling.verify_token``).
 
-Exactness and seeds. Greedy: the target verifies every draft token by argmax,
-so the output is plain greedy decoding of the target, token for token, whatever
-the draft model proposes. Sampled, with a greedy draft (``sample_draft=False``,
-q one-hot): verification draws x from p with the position's uniform and accepts
-the draft when x equals it, so the same seed gives exactly the tokens of
-non-speculative sampling, as with model-free drafts. Sampled, with a sampled
-draft (the default): modified rejection sampling with the real q (accept with
-probability min(1, p/q), else draw from norm(max(0, p - q)); ``sampling.verify_draft``
-/ ``verify_token``); the output distribution is exactly the target's, but the
-tokens depend on the drafts, so a seed reproduces a text only with the same draft
-model, the same settings and the same draft/verify split (which the cost-aware
-policy chooses from measured timings: not guaranteed from run to run). The
-draft's randomness is ``position_uniform(seed, position, stream=DRAFT_STREAM)``,
-independent of the verifier's streams 0 and 1. For the distribution to stay
-exact, whether and how much of a sampled draft is verified must not depend on
-the sampled tokens: sampled proposals always have exactly k tokens, and the
-sources the policy decides on depend on positions only.
+Exactness and seeds (docs/draft-model.md): greedy output is the target's plain
+greedy decoding whatever the draft proposes; sampled, the output distribution is
+exactly the target's (modified rejection sampling with the real q). For that,
+whether and how much of a sampled draft is verified must not depend on the
+sampled tokens: sampled proposals always have exactly k tokens, and the sources
+the policy decides on depend on positions only.
 
 Source buckets are draft positions (``source_base + min(i, n_buckets - 1)``):
 the policy multiplies per-token acceptances, so one bucket per position lets it

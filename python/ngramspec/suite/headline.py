@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ngramspec.suite.cells import percent, ratio
 from ngramspec.suite.methods import OTHER_BUILD_METHODS
 
 SERVER_PREFIX = "llama-server ngram-"
@@ -19,14 +20,6 @@ SERVER_PREFIX = "llama-server ngram-"
 
 def median_or_nan(values: Sequence[float]) -> float:
     return statistics.median(values) if values else math.nan
-
-
-def _x(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v:.2f}x"
-
-
-def _pct(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v:.0%}"
 
 
 def table(report: dict[str, Any]) -> list[str]:
@@ -52,16 +45,16 @@ def table(report: dict[str, Any]) -> list[str]:
 
         cells = [w["name"], f"{m['plain']['decode_tok_s']:.1f}"]
         if "prompt lookup" in methods:
-            cells.append(_x(speedup("prompt lookup")) if not m["prompt lookup"]["failed"] else "failed")
+            cells.append(ratio(speedup("prompt lookup")) if not m["prompt lookup"]["failed"] else "failed")
         if servers:
             best = max(servers, key=lambda s: -1.0 if math.isnan(speedup(s)) else speedup(s))
-            cells.append(f"{_x(speedup(best))} ({best[len('llama-server '):]})")
-            cells.append(_x(m["ngramspec"]["decode_tok_s"] / m[best]["decode_tok_s"]))
+            cells.append(f"{ratio(speedup(best))} ({best[len('llama-server '):]})")
+            cells.append(ratio(m["ngramspec"]["decode_tok_s"] / m[best]["decode_tok_s"]))
         ours = speedup("ngramspec")
-        cells += [_x(ours), _x(w["limit_speedup"]), _pct(ours / w["limit_speedup"])]
+        cells += [ratio(ours), ratio(w["limit_speedup"]), percent(ours / w["limit_speedup"])]
         if fast:
             f = m["ngramspec fast"]
-            cells += [_x(speedup("ngramspec fast")), f"{f['diverged']} in {f['tokens']} tokens"]
+            cells += [ratio(speedup("ngramspec fast")), f"{f['diverged']} in {f['tokens']} tokens"]
         cells.append("yes" if m["ngramspec"]["identical"] else "NO")
         rows.append("| " + " | ".join(cells) + " |")
     return rows
@@ -94,9 +87,9 @@ def builds_table(report: dict[str, Any]) -> list[str]:
                 return "-"
             # Run from the stock build, a method's speed-ups are already round by round
             # over stock plain; otherwise the ratio of median speeds.
-            ratio = (median_or_nan(f["speedups"]) if stock_plain == "plain"
-                     else f["decode_tok_s"] / base["decode_tok_s"])
-            text = _x(ratio)
+            speed_up = (median_or_nan(f["speedups"]) if stock_plain == "plain"
+                        else f["decode_tok_s"] / base["decode_tok_s"])
+            text = ratio(speed_up)
             if not method.endswith("plain"):
                 text += " =" if f["identical"] else f" ({f['diverged']} div. in {f['tokens']} tok)"
             return text
@@ -104,7 +97,7 @@ def builds_table(report: dict[str, Any]) -> list[str]:
         cells = [w["name"], f"{base['decode_tok_s']:.1f}"] + [cell(name[key]) for _, key in cols[1:]]
         if servers:
             best = max(servers, key=lambda s: m[s]["decode_tok_s"] or 0.0)
-            cells.append(f"{_x(m[best]['decode_tok_s'] / base['decode_tok_s'])} ({best[len(SERVER_PREFIX):]})")
+            cells.append(f"{ratio(m[best]['decode_tok_s'] / base['decode_tok_s'])} ({best[len(SERVER_PREFIX):]})")
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 

@@ -37,7 +37,7 @@ from ngramspec.suite.predicted_edit_figures import METHODS, WORKLOAD, method_res
 from ngramspec.suite.predicted_edit_report import to_json, to_markdown
 from ngramspec.suite.provenance import git_commit
 from ngramspec.suite.reference_curves import REFERENCE_CURVE_ORIGIN, reference_curve, reference_model
-from ngramspec.suite.report import _finite, slug
+from ngramspec.suite.report import json_safe, slug
 from ngramspec.suite.runner import Suite
 from ngramspec.suite.summary import allowed_sizes, summarize
 
@@ -121,7 +121,7 @@ def run(model: str, *, quick: bool, rounds: int, threads: int | None, out_dir: P
     md = out_dir / f"{name}.md"
     md.write_text(to_markdown(suite, fig, res, items, rounds, command, commit, load))
     data = to_json(suite, fig, res, items, runs, rounds, command, commit, load)
-    (out_dir / f"{name}.json").write_text(json.dumps(_finite(data), indent=1, allow_nan=False))
+    (out_dir / f"{name}.json").write_text(json.dumps(json_safe(data), indent=1, allow_nan=False))
     return md
 
 

@@ -173,7 +173,7 @@ def goal_lines(suite: Suite, res: dict[str, MethodResult], perfect: float) -> li
 def to_json(suite: Suite, fig: WorkloadFigures, res: dict[str, MethodResult], items: list[dict[str, Any]],
             runs: Sequence[Run], rounds: int, command: str, commit: str, load: tuple[str, str]) -> dict[str, Any]:
     """The report's raw figures, per-item rows, round 0's traces and every run (plain's
-    first-round texts only). NaN is left in: report._finite makes it null."""
+    first-round texts only). NaN is left in: report.json_safe makes it null."""
     return {
         "model": suite.model, "quick": suite.quick, "machine": machine(suite), "command": command, "commit": commit,
         "load_average_start": load[0], "load_average_end": load[1], "rounds": rounds,

@@ -267,14 +267,14 @@ def to_json(suite: Suite, figs: Sequence[WorkloadFigures], runs: Sequence[Run], 
     }
 
 
-def _finite(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """NaN (a figure with nothing to measure) becomes null: strict JSON has no NaN."""
     if isinstance(value, float):
         return None if math.isnan(value) or math.isinf(value) else value
     if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -290,6 +290,6 @@ def write(out_dir: Path, suite: Suite, figs: Sequence[WorkloadFigures], runs: Se
         plots = draw_all(out_dir, name, suite, figs)
     md = out_dir / f"{name}.md"
     md.write_text(to_markdown(suite, figs, rounds, command, commit, rss, plots, runs))
-    data = _finite(to_json(suite, figs, runs, command, commit, rss))
+    data = json_safe(to_json(suite, figs, runs, command, commit, rss))
     (out_dir / f"{name}.json").write_text(json.dumps(data, indent=1, allow_nan=False))
     return md

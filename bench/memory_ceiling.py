@@ -66,7 +66,7 @@ def oracle_cost(prompt: list[int], out: list[int], costs: dict[int, float], max_
         k, truth = min(max_draft, len(out) - pos), out[pos:]
         n = max(_agree(copy.predict(k)[0], truth), _agree(ngram.predict(k), truth))
         if memory is not None:
-            n = max(n, _agree(memory.memory.predict(context, k)[0], truth), _agree(memory.propose(k).tokens, truth))
+            n = max(n, _agree(memory.memory.predict_at(context, k)[0], truth), _agree(memory.propose(k).tokens, truth))
         cost += costs.get(n + 1, float(n + 1))
         new = out[pos:pos + n + 1]
         copy.update_batch(new)

@@ -3,7 +3,7 @@ source buckets its draft tokens are priced by."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -11,10 +11,27 @@ from ngramspec.proposers.base import EMPTY_TOKENS, Proposal
 from ngramspec.proposers.copy import N_COPY_SOURCES, copy_source
 from ngramspec.proposers.ngram import ngram_source
 
-if TYPE_CHECKING:  # the store imports this module to build proposers
-    from ngramspec.memory.store import Memory
+__all__ = ["FOLLOW_WINDOW", "MEMORY_PRIORS", "DraftSource", "MemoryProposer", "memory_source", "resumed_source",
+           "support_source"]
 
-__all__ = ["FOLLOW_WINDOW", "MEMORY_PRIORS", "MemoryProposer", "memory_source", "resumed_source", "support_source"]
+
+class DraftSource(Protocol):
+    """What the proposer reads of its ``Memory`` (the store, which builds proposers,
+    satisfies it; this module imports nothing of the store)."""
+
+    prompt_tail: int
+
+    @property
+    def max_match(self) -> int: ...
+
+    def predict_at(self, context: Sequence[int], k: int) -> tuple[np.ndarray, int, int]: ...
+
+    def follow(self, place: int, window: int, context: Sequence[int], k: int) -> tuple[np.ndarray, int, int]: ...
+
+    def support(self, context: Sequence[int], draft: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def add_tokens(self, tokens: Sequence[int]) -> None: ...
+
 
 # Source buckets, as the copy drafter's: match lengths 2-3, 4-7, 8-15, 16-31, 32+,
 # each twice (a fresh match; one continuing a memory draft that agreed with all
@@ -91,7 +108,7 @@ class MemoryProposer:
     # 4% and 3% fewer passes, decode time unchanged within noise.
     keeps_acceptance: ClassVar[bool] = True
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: DraftSource) -> None:
         self.memory = memory
         self.source_priors: Sequence[float] = MEMORY_PRIORS
         self.source_base = 0

@@ -19,6 +19,7 @@ from tests.support.live_server import serving  # noqa: E402
 
 NAME = "smollm2"     # what the user calls it; the server lists the file's stem
 PROMPT = "Write one sentence about the sea."
+SECOND = "Now one about the mountains."
 OPTIONS = ["-o", "temperature", "0", "-o", "max_tokens", "24"]
 
 
@@ -47,6 +48,15 @@ def llm_cli(server, tmp_path):
     return run
 
 
+def _same_start(server) -> None:
+    """Leaves the server's context holding one fixed unrelated exchange, so that the
+    request after it starts from the same cache state whoever sends it: greedy text
+    can depend on how much of a prompt was cached (docs/exactness.md)."""
+    r = server.post("/v1/chat/completions", json.dumps({
+        "messages": [{"role": "user", "content": "Count to three."}], "max_tokens": 2, "temperature": 0}))
+    assert r.status_code == 200, r.text
+
+
 def _reference(server, messages: list[dict[str, str]]) -> str:
     r = server.post("/v1/chat/completions", json.dumps({"model": NAME, "messages": messages, "temperature": 0,
                                                         "max_tokens": 24}))
@@ -56,28 +66,38 @@ def _reference(server, messages: list[dict[str, str]]) -> str:
 
 
 def test_llm_chat_streamed_and_not(server, llm_cli):
+    _same_start(server)
     want = _reference(server, [{"role": "user", "content": PROMPT}])
     assert want.strip()
+    _same_start(server)
     assert llm_cli("-m", NAME, "--no-stream", *OPTIONS, PROMPT) == want + "\n"
+    _same_start(server)
     assert llm_cli("-m", NAME, *OPTIONS, PROMPT) == want + "\n"     # llm streams by default
 
 
+def _two_turns(server) -> tuple[str, str]:
+    """The server's answers to PROMPT, then to a second turn after it, as a
+    conversation sends them (the second starts from the first's cache state)."""
+    _same_start(server)
+    first = _reference(server, [{"role": "user", "content": PROMPT}])
+    second = _reference(server, [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": first},
+                                 {"role": "user", "content": SECOND}])
+    return first, second
+
+
 def test_llm_continues_a_conversation(server, llm_cli):
+    _same_start(server)
     first = llm_cli("-m", NAME, "--no-stream", *OPTIONS, PROMPT).rstrip("\n")
-    second = llm_cli("-c", "--no-stream", *OPTIONS, "Now one about the mountains.").rstrip("\n")
-    want = _reference(server, [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": first},
-                               {"role": "user", "content": "Now one about the mountains."}])
-    assert second == want and second.strip()
+    second = llm_cli("-c", "--no-stream", *OPTIONS, SECOND).rstrip("\n")
+    assert (first, second) == _two_turns(server) and second.strip()
 
 
 def test_llm_chat_session(server, llm_cli):
     # `llm chat`: the interactive session, two turns typed on stdin, then "quit".
-    out = llm_cli("chat", "-m", NAME, *OPTIONS, stdin=f"{PROMPT}\nNow one about the mountains.\nquit\n")
-    first = _reference(server, [{"role": "user", "content": PROMPT}])
-    assert first in out, out
-    second = _reference(server, [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": first},
-                                 {"role": "user", "content": "Now one about the mountains."}])
-    assert second in out and out.index(first) < out.index(second), out
+    _same_start(server)
+    out = llm_cli("chat", "-m", NAME, *OPTIONS, stdin=f"{PROMPT}\n{SECOND}\nquit\n")
+    first, second = _two_turns(server)
+    assert first in out and second in out and out.index(first) < out.index(second), out
 
 
 def test_llm_lists_the_configured_model(llm_cli):

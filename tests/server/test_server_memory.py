@@ -46,17 +46,15 @@ def test_memory_is_saved_when_the_server_is_stopped(tmp_path, smollm2_path, how)
     re-raises after its shutdown, so an `atexit` save never ran and the memory of
     every request was lost; the save now runs at the app's shutdown."""
     import signal
-    import socket
     import subprocess
     import sys
     import time
 
     httpx = pytest.importorskip("httpx")
     from ngramspec.memory.store import Memory
+    from ngramspec.suite.llama_server import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     path = tmp_path / "served.mem"
     log = tmp_path / "serve.log"
     cmd = [sys.executable, "-m", "ngramspec", "serve", "--model", smollm2_path, "--host", "127.0.0.1",

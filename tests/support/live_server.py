@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -14,17 +13,12 @@ from typing import Any
 
 import httpx
 
-__all__ = ["Server", "free_port", "serving"]
+from ngramspec.suite.llama_server import free_port
+
+__all__ = ["Server", "serving"]
 
 #: The warm-up may measure the engine's cost curve (cached on disk after the first time).
 START_TIMEOUT_S = 300
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Server:

@@ -17,8 +17,6 @@ from ngramspec.errors import ContextTooSmall, PromptTooLong, UserError
 
 
 def run(args: argparse.Namespace) -> int:
-    from ngramspec.integrations.wrapper import SpeculativeLlama
-
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UserError("--max-tokens must be >= 1")
     if args.max_draft is not None and args.max_draft < 0:
@@ -38,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
     memory, memory_path = _open_memory(args)  # a bad --memory/--prime fails before the model loads
     llm = load_model(args.model, args.n_ctx, args.threads, args.seed)
-    spec = _speculative_llama(SpeculativeLlama, llm, args, memory, memory_path)
+    spec = _speculative_llama(llm, args, memory, memory_path)
     req = {"max_tokens": max_tokens, "temperature": args.temperature, "seed": args.seed}
     predicted: dict[str, Any] = {} if prediction is None else {"prediction": {"type": "content", "content": prediction}}
     call = (lambda **kw: spec.create_chat_completion(messages, **kw, **predicted)) if chat else \
@@ -69,14 +67,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"speed-up: {dt / elapsed:.2f}x over plain llama-cpp-python ({dt:.2f} s plain, {elapsed:.2f} s "
               "ngramspec)", file=sys.stderr)
         print(f"identical text: {'yes' if same else 'NO'}", file=sys.stderr)
-    print(tokens_per_pass_line(spec.last_speculative), file=sys.stderr)
+    print(_tokens_per_pass_line(spec.last_speculative), file=sys.stderr)
     if not same and args.temperature <= 0 and not args.inexact:
         return 1
     return 0
 
 
-def _speculative_llama(cls: Any, llm: Any, args: argparse.Namespace, memory: Any, memory_path: Path | None) -> Any:
+def _speculative_llama(llm: Any, args: argparse.Namespace, memory: Any, memory_path: Path | None) -> Any:
     """The command's SpeculativeLlama: --inexact, --max-draft, --draft-model, --memory."""
+    from ngramspec.integrations.wrapper import SpeculativeLlama
+
     options: dict[str, Any] = {"exact": not args.inexact}
     if args.max_draft is not None:
         options["max_draft"] = args.max_draft
@@ -88,11 +88,11 @@ def _speculative_llama(cls: Any, llm: Any, args: argparse.Namespace, memory: Any
         except ValueError as e:
             raise UserError(f"--draft-model: {e}") from None
     if memory is None:
-        return cls(llm, **options)
+        return SpeculativeLlama(llm, **options)
     from ngramspec.memory.fingerprint import TokenizerMismatchError
 
     try:
-        return cls(llm, memory=memory, **options)
+        return SpeculativeLlama(llm, memory=memory, **options)
     except TokenizerMismatchError as e:
         raise UserError(f"--memory {memory_path or ''}: {e}") from None
 
@@ -149,7 +149,7 @@ def _complete(call: Any, req: dict[str, Any], as_json: bool, chat: bool) -> str:
     return text
 
 
-def tokens_per_pass_line(spec: dict[str, Any]) -> str:
+def _tokens_per_pass_line(spec: dict[str, Any]) -> str:
     """The run's stats (``last_speculative``) in one line, tokens per pass first, or
     why speculation was not used."""
     if not spec.get("used"):

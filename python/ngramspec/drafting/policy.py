@@ -89,7 +89,9 @@ def _longest_allowed(n: int, allowed: np.ndarray) -> int:
 class CostAwarePolicy:
     """max_batch: largest verify batch the engine may use.
     prior_slope: assumed extra cost per extra batch token, relative to one token.
-    prior_accept: initial acceptance estimate for every n-gram source.
+    prior_accept: initial acceptance estimate of the n-gram buckets the table
+        starts with, until a proposer declares its own (``declare_sources``; the
+        n-gram proposer declares 0.35, the default here).
     alpha: weight of the newest observation in the moving averages.
     learn_cost: update the cost scale from timings (False keeps the cost curve
         fixed, for reproducible decisions on a machine too noisy to time).
@@ -122,24 +124,22 @@ class CostAwarePolicy:
 
     # -- sources -----------------------------------------------------------
     def declare_sources(self, base: int, priors: Sequence[float], *, keep: bool = False) -> None:
-        """Sources base .. base+len(priors)-1 exist, with these priors. Sources
-        already declared keep theirs, and so do the n-gram buckets the table starts
-        with (they honour the constructor's ``prior_accept``); the copy buckets'
-        seeds give way to the priors of whichever proposer declares those slots. ``keep``: these sources carry what
+        """Sources base .. base+len(priors)-1 exist, with these priors. A source
+        already declared keeps its prior; the seeds the table starts with (for a
+        policy used without a Drafter) give way to the declared priors, so that
+        without the copy proposer the next proposer's buckets, which take its
+        slots, start from their own priors. ``keep``: these sources carry what
         they learned into the next generation even without ``keep_acceptance``
         (a source whose text spans requests, such as a Memory)."""
-        need = base + len(priors)
+        fresh = [i for i in range(base, base + len(priors)) if i not in self._declared]
         for table in (self._prior_acceptance, self._acceptance_list):
-            while len(table) < need:
-                table.append(float(priors[len(table) - base]))
-            # The copy buckets' seeds are the copy proposer's: without it (copy=False) the
-            # next proposer's buckets land on those slots and start from its own priors.
-            for i in range(max(base, COPY_SOURCE_BASE), min(need, N_SOURCES)):
-                if i not in self._declared:
-                    table[i] = float(priors[i - base])
-        self._declared.update(range(base, need))
+            while len(table) < base + len(priors):
+                table.append(0.0)
+            for i in fresh:
+                table[i] = float(priors[i - base])
+        self._declared.update(fresh)
         if keep:
-            self._kept.update(range(base, need))
+            self._kept.update(range(base, base + len(priors)))
 
     # -- cost ----------------------------------------------------------------
     def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False, origin: str | None = None) -> None:

@@ -204,9 +204,8 @@ def _embeddings_if_enabled(endpoint: Any) -> Any:
 
     @functools.wraps(endpoint)  # the same signature: FastAPI resolves the same body and dependencies
     async def create_embedding(*args: Any, **kwargs: Any) -> Any:
-        proxy = kwargs.get("llama_proxy")
-        llm = getattr(getattr(proxy, "wrapper", None), "llm", None)
-        if llm is not None and not llm.context_params.embeddings:
+        proxy: SpeculativeProxy = kwargs["llama_proxy"]   # create_app's stand-in, for every route
+        if not proxy.wrapper.llm.context_params.embeddings:
             raise ClientError(400, "This server does not compute embeddings: its model was loaded without "
                                    "`--embedding true` (start `ngramspec serve` with it to use /v1/embeddings)",
                               code="embeddings_not_enabled")
@@ -218,8 +217,9 @@ def _embeddings_if_enabled(endpoint: Any) -> Any:
 def create_app(server_settings: Any, model_settings: Any, options: ServeOptions | None = None,
                names: Sequence[str] = ()) -> Any:
     """llama-cpp-python's app for one model, answering through ``SpeculativeLlama``.
-    ``names``: extra model names a request may use (besides the alias and the path)
-    under ``--strict_model_names``; without it, any name is this model."""
+    ``names``: extra model names a request may use under ``--strict_model_names``
+    (besides the alias, the path, its file name and stem); without it, any name is
+    this model."""
     options = options or ServeOptions()
     if os.environ.get("CONFIG_FILE"):
         raise UserError("CONFIG_FILE (llama-cpp-python's multi-model config) is not supported by ngramspec serve")
@@ -233,7 +233,7 @@ def create_app(server_settings: Any, model_settings: Any, options: ServeOptions 
         save_at_shutdown(app, wrapper.engine.memory, options.memory)
     alias = model_settings.model_alias or short_model_id(model_settings.model)
     proxy = SpeculativeProxy(wrapper, alias, [alias, model_settings.model, os.path.basename(model_settings.model),
-                                              *names])
+                                              short_model_id(model_settings.model), *names])
     # What get_llama_proxy hands to every route, ours and theirs: a stand-in for its
     # LlamaProxy (the same calls), not a subclass.
     llama_app._llama_proxy = proxy  # type: ignore[assignment]

@@ -88,7 +88,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[Any, Any, ServeOptions
         _check_memory_file(args.memory)
     options = ServeOptions(exact=args.exact, max_draft=args.max_draft, max_queue=args.max_queue,
                            warmup=args.warmup, memory=args.memory, strict_model_names=args.strict_model_names)
-    return server_settings, model_settings, options, [given, short_model_id(given)]
+    return server_settings, model_settings, options, [given]
 
 
 def _model_path(given: str) -> str:

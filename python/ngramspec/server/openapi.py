@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi.openapi.utils import get_openapi
-
 __all__ = ["ERROR_SCHEMA", "SSE_EVENT_SCHEMA", "publish_error_responses"]
 
 _NULLABLE_STRING = {"anyOf": [{"type": "string"}, {"type": "null"}]}
@@ -55,34 +53,35 @@ QUEUED = {"/v1/completions", "/v1/chat/completions"}
 
 def publish_error_responses(app: Any) -> None:
     """Make ``app.openapi()`` document the error responses (4XX and 500 on every
-    route, 503 on the queued ones, no 422) and a stream's events."""
+    route, 503 on the queued ones, no 422) and a stream's events: FastAPI's own
+    schema, amended once, when it is first built."""
+    build = app.openapi   # FastAPI's: builds the schema once and keeps it in app.openapi_schema
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema:
-            schema: dict[str, Any] = app.openapi_schema
-            return schema
-        schema = get_openapi(title=app.title, version=app.version, openapi_version=app.openapi_version,
-                             description=app.description, routes=app.routes)
-        schema.setdefault("components", {}).setdefault("schemas", {})["ErrorResponse"] = ERROR_SCHEMA
-        for path, operations in schema.get("paths", {}).items():
-            for operation in operations.values():
-                responses = operation.setdefault("responses", {})
-                responses.pop("422", None)
-                for response in responses.values():
-                    stream = response.get("content", {}).get("text/event-stream")
-                    if stream is not None:
-                        stream["schema"] = SSE_EVENT_SCHEMA
-                responses["4XX"] = {"description": "The request's fault (malformed JSON, a wrong type, a value "
-                                                   "out of range, what speculation cannot honour)",
-                                    "content": _ERROR_CONTENT}
-                responses["500"] = {"description": "A fault of the server's", "content": _ERROR_CONTENT}
-                if path in QUEUED:
-                    responses["503"] = {"description": "The queue is full (--max_queue); retry after Retry-After",
-                                        "content": _ERROR_CONTENT}
-        components = schema["components"]["schemas"]
-        for unused in ("HTTPValidationError", "ValidationError"):
-            components.pop(unused, None)
-        app.openapi_schema = schema
+        if app.openapi_schema is None:
+            _amend(build())
+        schema: dict[str, Any] = app.openapi_schema
         return schema
 
     app.openapi = openapi
+
+
+def _amend(schema: dict[str, Any]) -> None:
+    schema.setdefault("components", {}).setdefault("schemas", {})["ErrorResponse"] = ERROR_SCHEMA
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            for response in responses.values():
+                stream = response.get("content", {}).get("text/event-stream")
+                if stream is not None:
+                    stream["schema"] = SSE_EVENT_SCHEMA
+            responses["4XX"] = {"description": "The request's fault (malformed JSON, a wrong type, a value "
+                                               "out of range, what speculation cannot honour)",
+                                "content": _ERROR_CONTENT}
+            responses["500"] = {"description": "A fault of the server's", "content": _ERROR_CONTENT}
+            if path in QUEUED:
+                responses["503"] = {"description": "The queue is full (--max_queue); retry after Retry-After",
+                                    "content": _ERROR_CONTENT}
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schema["components"]["schemas"].pop(unused, None)

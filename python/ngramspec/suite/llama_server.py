@@ -33,7 +33,7 @@ class ServerError(RuntimeError):
     pass
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -74,7 +74,7 @@ class LlamaServer(ServerProcess):
         if (mode == "draft") != (draft is not None):
             raise ValueError("llama-server's draft mode needs a draft model, and only it takes one")
         self.mode = mode
-        self.port = _free_port()
+        self.port = free_port()
         batch = threads_batch or threads
         cmd = [binary, "-m", model, "-c", str(n_ctx), "-t", str(threads), "-tb", str(batch),
                "--host", "127.0.0.1", "--port", str(self.port), "-np", "1", "-b", "512", "-ub", "512",

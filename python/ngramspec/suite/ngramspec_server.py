@@ -31,7 +31,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from ngramspec.suite.llama_server import ServerError, ServerProcess, _free_port
+from ngramspec.suite.llama_server import ServerError, ServerProcess, free_port
 
 # A direct opener: a proxy from the environment (http_proxy) must not carry loopback.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -52,7 +52,7 @@ class NgramspecServer(ServerProcess):
     def __init__(self, model: str, n_ctx: int, threads: int, threads_batch: int | None = None, *,
                  startup_timeout_s: float = 600.0, python: str | None = None,
                  extra_args: tuple[str, ...] = ()) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.cmd = [python or sys.executable, "-m", "ngramspec", "serve", "--model", model,
                     "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx),

@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--serve needs llama-cpp-python's server extras ({', '.join(missing)} missing): "
                             "pip install 'ngramspec[server]'")
     methods = _methods(args)
+    workloads = _workloads(args)
     try:  # before the long run: a report that cannot be written would lose it
         out_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out_dir):
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=out_dir, threads=args.threads,
                        methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
                        server_modes=args.server_modes.split(",") if args.server_modes else (),
-                       serve=args.serve, other_python=args.other_build,
+                       serve=args.serve, other_python=args.other_build, workloads=workloads,
                        command="ngramspec bench " + " ".join(sys.argv[2:]))
     except MissingMaterial as e:
         raise UserError(str(e)) from None
@@ -79,3 +80,24 @@ def _methods(args: argparse.Namespace) -> list[str]:
     if args.no_lookup:
         methods = [m for m in methods if m != "prompt lookup"]
     return methods
+
+
+def _workloads(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The workloads to run: --workloads, with 'default' and 'long' standing for their sets."""
+    from ngramspec.suite.long_sources import LONG_WORKLOADS
+    from ngramspec.suite.sources import DEFAULT_WORKLOADS, OPTIONAL_WORKLOADS
+
+    if not args.workloads:
+        return None
+    sets = {"default": DEFAULT_WORKLOADS, "long": LONG_WORKLOADS}
+    names: list[str] = []
+    for name in (n.strip() for n in args.workloads.split(",") if n.strip()):
+        for w in sets.get(name, (name,)):
+            if w not in DEFAULT_WORKLOADS + OPTIONAL_WORKLOADS + LONG_WORKLOADS:
+                raise UserError(f"--workloads: unknown workload {w!r}; choose from default, long, "
+                                f"{', '.join(DEFAULT_WORKLOADS + OPTIONAL_WORKLOADS + LONG_WORKLOADS)}")
+            if w not in names:
+                names.append(w)
+    if not names:
+        raise UserError("--workloads: give at least one workload")
+    return tuple(names)

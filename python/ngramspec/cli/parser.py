@@ -99,6 +99,9 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     b.add_argument("--methods", default=None,
                    help="comma-separated in-process methods (default: plain,prompt lookup,ngramspec; "
                         "also 'ngramspec n-gram only', 'ngramspec fast')")
+    b.add_argument("--workloads", default=None,
+                   help="comma-separated workloads, or 'default' (the six of the suite) and 'long' (the six "
+                        "long-output ones: 256-1,024-token answers, the same with --quick); default: 'default'")
     b.add_argument("--no-rss", action="store_true", help="skip the per-method peak-memory probes")
     b.add_argument("--no-plots", action="store_true", help="write the report without PNG plots")
     b.add_argument("--out", default="ngramspec-bench", help="directory for the report, its JSON and plots")

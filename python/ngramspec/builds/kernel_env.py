@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["TILED_ENV", "prefer_exact_kernels", "tiled_matmul_off"]
+__all__ = ["TILED_ENV", "peer_environ", "prefer_exact_kernels", "tiled_matmul_off"]
 
 TILED_ENV = "GGML_CPU_TILED_MM"
+_set_here = False   # whether prefer_exact_kernels set it (not the user)
 
 
 def tiled_matmul_off() -> bool:
@@ -47,5 +48,17 @@ def prefer_exact_kernels() -> bool:
     except Exception:   # no llama-cpp-python, or one whose library cannot load
         return False
     if exact:
+        global _set_here
         os.environ[TILED_ENV] = "0"
+        _set_here = True
     return exact
+
+
+def peer_environ() -> dict[str, str]:
+    """The environment as the user gave it, for a process that is not this build's
+    (another build's worker, llama-server): without the switch if ngramspec set it,
+    so a stock build or a peer keeps its default kernels."""
+    env = dict(os.environ)
+    if _set_here:
+        env.pop(TILED_ENV, None)
+    return env

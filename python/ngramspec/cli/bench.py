@@ -30,6 +30,11 @@ def run(args: argparse.Namespace) -> int:
     if args.llama_server and not Path(args.llama_server).is_file():
         raise UserError(f"--llama-server: no such file {args.llama_server!r} (build it with "
                         "scripts/build_llama_server.py)")
+    if args.other_llama_server and not args.other_build:
+        raise UserError("--other-llama-server needs --other-build (it is that build's llama-server)")
+    if args.other_llama_server and not Path(args.other_llama_server).is_file():
+        raise UserError(f"--other-llama-server: no such file {args.other_llama_server!r} (build it with "
+                        "scripts/build_llama_server.py)")
     if args.other_build and not (os.path.isfile(args.other_build) and os.access(args.other_build, os.X_OK)):
         raise UserError(f"--other-build: {args.other_build!r} is not an executable Python (give a venv's "
                         "bin/python)")
@@ -53,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
                        methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
                        server_modes=args.server_modes.split(",") if args.server_modes else (),
                        serve=args.serve, other_python=args.other_build, workloads=workloads,
+                       other_server=args.other_llama_server,
                        command="ngramspec bench " + " ".join(sys.argv[2:]))
     except MissingMaterial as e:
         raise UserError(str(e)) from None

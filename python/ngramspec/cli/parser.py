@@ -112,6 +112,9 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     b.add_argument("--other-build", default=None, metavar="PYTHON",
                    help="also run plain, ngramspec and ngramspec fast on another Python's llama-cpp-python build "
                         "(e.g. a stock venv's python, or the exact build's), interleaved with the rest")
+    b.add_argument("--other-llama-server", default=None, metavar="PATH",
+                   help="with --other-build: also run a llama-server built with that build's flags "
+                        "(scripts/build_llama_server.py, with or without --stock) in each mode")
     b.add_argument("--serve", action="store_true",
                    help="also run `ngramspec serve` over HTTP (same model, n_ctx, threads): its decode speed, "
                         "end-to-end latency per request and HTTP overhead against in-process ngramspec")

@@ -74,6 +74,11 @@ EXPLORE_MAX_DRAFT = 3
 EXPLORE_EVERY = 8
 EXPLORE_MAX_INTERVAL = 64
 
+#: A draft token reached with less probability than this is not priced: each adds at
+#: most this to the expected tokens of a pass, and a 64-token draft's tail would
+#: otherwise be walked every pass on text that cannot be predicted.
+_NEGLIGIBLE_REACH = 1e-3
+
 # The default pipeline's source table: the n-gram proposer's buckets first, then
 # the copy proposer's. Other proposers' buckets follow (``declare_sources``).
 COPY_SOURCE_BASE = N_NGRAM_SOURCES
@@ -119,7 +124,8 @@ class CostAwarePolicy:
         self._exploring: tuple[list[int], np.ndarray] | None = None  # the pass in flight explores this draft
         self.explored = 0            # passes chosen to measure cost, since this policy was made
         self.explored_generation = 0  # the same, in the current generation
-        self._optimistic: list[float] = []
+        self._optimistic: list[float] = []   # min(r(B), the optimistic line), for costs _optimistic_of
+        self._optimistic_of: list[float] | None = None
         self._prior_acceptance = [float(prior_accept)] * COPY_SOURCE_BASE + list(COPY_PRIORS)
         self._acceptance_list = list(self._prior_acceptance)
         self.keep_acceptance = keep_acceptance
@@ -176,6 +182,8 @@ class CostAwarePolicy:
         reach, expected = 1.0, 1.0
         for k, source in enumerate(sources, 1):
             reach *= acceptance[source]      # P(draft tokens 1..k all accepted)
+            if reach < _NEGLIGIBLE_REACH:    # the rest of a long draft can add no more than this each
+                break
             expected += reach
             if allowed[k + 1]:
                 score = expected / costs[k + 1]
@@ -214,9 +222,11 @@ class CostAwarePolicy:
 
     def _explore(self, candidates: list[list[int]], allowed: np.ndarray, plain_i: int) -> tuple[int, int]:
         costs = self.cost.costs
-        if len(self._optimistic) != len(costs):
-            self._optimistic = [1.0 + EXPLORE_SLOPE * (b - 1) for b in range(len(costs))]
-        optimistic = [min(c, o) for c, o in zip(costs, self._optimistic)]
+        if self._optimistic_of is not costs:   # the cost model makes a new list whenever it changes
+            line = [1.0 + EXPLORE_SLOPE * (b - 1) for b in range(len(costs))]
+            self._optimistic = [min(c, o) for c, o in zip(costs, line)]
+            self._optimistic_of = costs
+        optimistic = self._optimistic
         best_i, best_k, best_score = plain_i, 0, EXPLORE_GAIN
         for i, sources in enumerate(candidates):
             k, score = self._best(sources[:EXPLORE_MAX_DRAFT], allowed, optimistic)

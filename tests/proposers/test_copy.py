@@ -38,3 +38,24 @@ def test_the_run_grows_while_the_copy_is_right_and_resets_on_a_miss():
     p.accept([7])                          # a miss: the run starts again
     again = p.propose(4)
     assert not again.sources or again.sources[0] < N_COPY_SOURCES // 2
+
+
+def test_a_copy_drafts_at_most_twice_as_far_as_it_has_been_right():
+    from ngramspec.proposers.copy import RAMP_FACTOR, RAMP_FLOOR
+
+    text = list(range(1000, 1300))
+    p = CopyProposer()
+    p.begin(text + text[:4])
+    assert len(p.propose(64)) == RAMP_FLOOR            # a fresh copy: the floor
+    t = 4
+    p.accept(text[t:t + RAMP_FLOOR])
+    t += RAMP_FLOOR
+    assert len(p.propose(64)) == RAMP_FACTOR * RAMP_FLOOR   # right for 8: up to 16
+    p.accept(text[t:t + 16])
+    t += 16
+    assert len(p.propose(64)) == 2 * 24                 # right for 24: up to 48
+    p.accept(text[t:t + 48])
+    assert len(p.propose(64)) == 64                     # right for 72: the caller's cap
+    p.accept([7])                                       # wrong: back to the floor
+    p.accept(text[:4])
+    assert len(p.propose(64)) <= RAMP_FLOOR

@@ -218,3 +218,20 @@ def test_prior_weight_moves_a_fresh_estimate_fast_and_a_seasoned_one_little():
     assert p.acceptance[2] == 0.5                              # back to the prior, counting from 0 again
     p.observe(2, 0.01, [2], accepted=1)
     assert abs(p.acceptance[2] - (0.5 + 0.5 / 3)) < 1e-12
+
+
+def test_ngram_sources_of_a_long_draft_equal_the_scalar_rule():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from ngramspec.proposers.ngram import ngram_source, ngram_sources
+
+    pairs = st.lists(st.integers(0, 12).flatmap(lambda t: st.tuples(st.integers(0, t), st.just(t))), max_size=70)
+
+    @given(pairs, st.integers(0, 40))
+    def check(draft, base):
+        counts = np.array([c for c, _ in draft], dtype=np.int32)
+        totals = np.array([t for _, t in draft], dtype=np.int32)
+        assert ngram_sources(counts, totals, base) == [base + ngram_source(c, t) for c, t in draft]
+
+    check()

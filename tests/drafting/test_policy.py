@@ -205,21 +205,6 @@ def test_a_jagged_measured_curve_is_priced_as_measured():
     assert choose(p, np.array([4] * 3, dtype=np.int32), np.ones(18, dtype=bool)) == 3
 
 
-def test_prior_weight_moves_a_fresh_estimate_fast_and_a_seasoned_one_little():
-    p = CostAwarePolicy(9, alpha=0.02, prior_weight=3.0, prior_accept=0.5)
-    p.observe(2, 0.01, [2], accepted=1)
-    assert abs(p.acceptance[2] - (0.5 + 0.5 / 3)) < 1e-12   # the first outcome weighs 1 / (0 + 3)
-    for _ in range(300):
-        p.observe(2, 0.01, [2], accepted=1)
-    high = p.acceptance[2]
-    p.observe(2, 0.01, [2], accepted=0)
-    assert high > 0.99 and high - p.acceptance[2] < 0.03       # one miss moves it by alpha, not 10%
-    p.new_generation()
-    assert p.acceptance[2] == 0.5                              # back to the prior, counting from 0 again
-    p.observe(2, 0.01, [2], accepted=1)
-    assert abs(p.acceptance[2] - (0.5 + 0.5 / 3)) < 1e-12
-
-
 def test_ngram_sources_of_a_long_draft_equal_the_scalar_rule():
     from hypothesis import given
     from hypothesis import strategies as st

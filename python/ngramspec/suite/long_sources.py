@@ -70,11 +70,11 @@ def grounded_quote(chat: Chat, max_tokens: int) -> Workload:
     if not licence:
         raise MissingMaterial("tzdata's wheel no longer ships licenses/LICENSE_APACHE")
     text = licence[: licence.index("5. Submission of Contributions")].strip()
-    questions = ["Quote Section 4 (Redistribution) in full, word for word, then say in one sentence what it asks.",
-                 'Quote the definitions of "Contribution" and "Contributor" word for word, then explain each '
-                 "in one sentence."]
-    items = [Item(f"question {i + 1}", chat([{"role": "user", "content": f"{text}\n\n{q}"}]), max_tokens)
-             for i, q in enumerate(questions)]
+    # Worded as Qwen2.5-Coder answers with the quote (asked to "quote Section 4 ... then
+    # say ...", it repeated the question and stopped).
+    items = [Item(f"section {n}", chat([{"role": "user", "content":
+                  f"Read this license.\n\n{text}\n\nWhat does Section {n} say? Quote it in full."}]), max_tokens)
+             for n in (4, 3)]
     return Workload("grounded_quote", "a long answer that quotes a long text",
                     f"Apache License 2.0, sections 1-4 (as shipped in PyPI tzdata {version})", items)
 

@@ -18,9 +18,9 @@ import numpy as np
 from ngramspec import _llama
 from ngramspec.calibration.audit import AuditRule, audit_pass
 from ngramspec.calibration.verify_plan import VerifyPlan
-from ngramspec.drafting.cost_report import describe_cost
 from ngramspec.drafting.drafter import Drafter
 from ngramspec.engine.acceptance import accept_greedy, accept_sampled, pick
+from ngramspec.engine.cost_report import describe_cost
 from ngramspec.engine.output_text import OutputText
 from ngramspec.engine.request import check_exact, prompt_tokens_for, stop_list
 from ngramspec.engine.stats import GenerationStats
@@ -127,10 +127,9 @@ class GenerationStream:
     def _drafter(self, plan: VerifyPlan, policy: Any) -> Drafter:
         engine = self.engine
         drafter = Drafter(engine._proposers_for(self.prediction_tokens), policy, plan.allowed,
-                          engine.max_draft if engine._rollback_ok else 0)
+                          engine.max_draft if engine._rollback_ok else 0, engine.gates)
         for p in drafter.proposers:  # a draft model samples its drafts with the generation's parameters
-            if hasattr(p, "set_sampling"):
-                p.set_sampling(self.sampling)
+            p.set_sampling(self.sampling)
         return drafter
 
     def _prefill(self, stats: GenerationStats) -> None:
@@ -289,7 +288,7 @@ class GenerationStream:
         emitted = self.emitted
         stats.generated_tokens = len(emitted)
         stats.time_total_s = time.perf_counter() - t_start
-        describe_cost(stats, plan, policy, max_draft=drafter.max_draft, can_roll_back=self.engine._rollback_ok)
+        describe_cost(stats, plan, policy, max_draft=self.engine.max_draft, can_roll_back=self.engine._rollback_ok)
         # Not for a run cut short (closed, superseded, collected): nobody reads its usage,
         # and the garbage collector should not run a diff.
         usage = prediction_usage(self.prediction_tokens, emitted) if self.has_prediction and completed else None

@@ -31,9 +31,9 @@ from ngramspec import _llama
 from ngramspec.calibration.audit import AuditResult, AuditRule, describe_mismatch, features_note
 from ngramspec.calibration.invariance import InvarianceReport
 from ngramspec.calibration.verify_plan import VerifyPlan, build_plan
-from ngramspec.drafting.cost_gate import gate_for
-from ngramspec.drafting.cost_report import curve_origin
+from ngramspec.drafting.cost_gate import CostlyGate
 from ngramspec.drafting.policy import CostAwarePolicy, EagerPolicy
+from ngramspec.engine.cost_report import curve_origin
 from ngramspec.engine.generation import Generation, GenerationStream
 from ngramspec.engine.stats import GenerationStats
 from ngramspec.proposers.base import Proposer
@@ -119,11 +119,14 @@ class SpeculativeEngine:
         self.memory = memory
         if memory is not None:  # binds it to llm's tokenizer: TokenizerMismatchError here
             self.proposers.append(memory.proposer_for(llm))
+        # The gate that prices each costly proposer before it is called, kept here so
+        # that its probe interval runs across generations (callers read its counters).
+        self.gates: dict[Proposer, CostlyGate] = {}
         if draft_model is not None:  # a second Llama drafting (docs/draft-model.md)
             from ngramspec.proposers.draft_model import as_draft_proposer
 
             draft = as_draft_proposer(draft_model, llm)
-            gate_for(draft)  # its gate exists from now on: callers read its counters before a first run
+            self.gates[draft] = CostlyGate()
             self.proposers.append(draft)
         self._adaptive = adaptive
         self._plans: dict[bool, tuple[VerifyPlan, Any]] = {}

@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -23,13 +23,11 @@ from ngramspec.engine.acceptance import accept_greedy, accept_sampled, pick
 from ngramspec.engine.cost_report import describe_cost
 from ngramspec.engine.output_text import OutputText
 from ngramspec.engine.request import check_exact, prompt_tokens_for, stop_list
+from ngramspec.engine.run_host import RunHost
 from ngramspec.engine.stats import GenerationStats
 from ngramspec.errors import PromptTooLong
 from ngramspec.proposers.prediction import prediction_text, prediction_usage
 from ngramspec.sampling import SamplingParams
-
-if TYPE_CHECKING:
-    from ngramspec.engine.speculative_engine import SpeculativeEngine
 
 __all__ = ["Generation", "GenerationStream"]
 
@@ -63,9 +61,9 @@ class GenerationStream:
         stopped by an error); None before.
     """
 
-    def __init__(self, engine: SpeculativeEngine, prompt: Any, max_tokens: Any, stop: Any,
-                 stopping_criteria: Any, sampling: SamplingParams | None, exact: bool | None,
-                 prediction: Any) -> None:
+    def __init__(self, engine: RunHost, prompt: str | Sequence[int], *, max_tokens: object,
+                 stop: str | Sequence[str] | None, stopping_criteria: object, sampling: object,
+                 exact: object, prediction: object) -> None:
         llm = engine.llm
         if sampling is not None and not isinstance(sampling, SamplingParams):
             raise TypeError("sampling must be a SamplingParams or None")
@@ -97,7 +95,7 @@ class GenerationStream:
         self.prediction_tokens = _llama.tokenize_text(llm, text) if text else []
         self.has_prediction = prediction is not None
         self.engine, self.sampling, self.stopping_criteria = engine, sampling, stopping_criteria
-        self.exact = engine.exact if exact is None else exact
+        self.exact: bool = engine.exact if exact is None else bool(exact)   # check_exact: a bool or None
         room = n_ctx - len(self.prompt_tokens)
         self.max_tokens = room if max_tokens is None else min(int(max_tokens), room)
         self.result: Generation | None = None
@@ -112,12 +110,12 @@ class GenerationStream:
         return self
 
     def __next__(self) -> list[int]:
-        with self.engine._lock:
+        with self.engine.lock:
             return next(self._gen)
 
     def run_to_end(self) -> Generation:
         """Runs the whole generation under the engine's lock."""
-        with self.engine._lock:
+        with self.engine.lock:
             for _ in self:
                 pass
         assert self.result is not None
@@ -126,8 +124,8 @@ class GenerationStream:
     # -- the run: setting up, then one verify pass per chunk -------------------
     def _drafter(self, plan: VerifyPlan, policy: Any) -> Drafter:
         engine = self.engine
-        drafter = Drafter(engine._proposers_for(self.prediction_tokens), policy, plan.allowed,
-                          engine.max_draft if engine._rollback_ok else 0, engine.gates)
+        drafter = Drafter(engine.proposers_for(self.prediction_tokens), policy, plan.allowed,
+                          engine.max_draft if engine.can_roll_back else 0, engine.gates)
         for p in drafter.proposers:  # a draft model samples its drafts with the generation's parameters
             p.set_sampling(self.sampling)
         return drafter
@@ -176,7 +174,7 @@ class GenerationStream:
         if criteria is not None and criteria(np.array(self.prompt_tokens + self.emitted, dtype=np.intc), row):
             self.finish = "stop"
             return True
-        if self.engine._is_end_of_generation(token):
+        if self.engine.is_end_of_generation(token):
             self.finish, self.eog = "stop", token
             return True
         self.emitted.append(token)
@@ -200,7 +198,7 @@ class GenerationStream:
         on from that prompt's cache without a word."""
         engine, llm = self.engine, self.engine.llm
         _llama.context_of(llm)   # a closed Llama raises ValueError here, never decodes
-        if engine._current != self._generation or not _llama.records(llm, owned, n_past):
+        if not engine.owns(self._generation) or not _llama.records(llm, owned, n_past):
             raise RuntimeError("this stream was interrupted: a later call used the same Llama. Finish (or close) "
                                "a stream before the next call, or give each concurrent user its own Llama")
 
@@ -208,15 +206,15 @@ class GenerationStream:
         # Set-up and conclusion are helpers; the per-pass loop stays inline, as it is
         # the hot path: no helper calls, copies or allocations beyond the pass's own.
         engine, llm = self.engine, self.engine.llm
-        self._generation = engine._current = next(engine._generations)
+        self._generation = engine.begin_generation()
         stats = GenerationStats(prompt_tokens=len(self.prompt_tokens))
         t_start = time.perf_counter()
-        plan, policy = engine._plan_and_policy(self.exact)  # may measure (clears the cache once)
+        plan, policy = engine.plan_and_policy(self.exact)  # may measure (clears the cache once)
         drafter = self._drafter(plan, policy)
-        batch, n_ctx = engine._batch, _llama.usable_n_ctx(llm)
+        batch, n_ctx = engine.verify_batch, _llama.usable_n_ctx(llm)
         decoder = _llama.Decoder(llm)
-        audit = engine._audit_rule if plan.exact and plan.allowed[2:].any() else None
-        self.text, self.finish, self.eog = OutputText(llm, self.stops, engine._pieces, self.prompt_tokens,
+        audit = engine.audit_rule if plan.exact and plan.allowed[2:].any() else None
+        self.text, self.finish, self.eog = OutputText(llm, self.stops, engine.token_bytes, self.prompt_tokens,
                                                       after_bos=self.empty_prompt), "length", None
         emitted = self.emitted
         kv, owned = self._load_prompt(stats)   # kv: the tokens whose keys/values are in the cache
@@ -235,7 +233,7 @@ class GenerationStream:
                 if n_past >= n_ctx:   # a split character ran into the end of the context
                     break
                 t0 = time.perf_counter()
-                cap = min(self.max_tokens - len(emitted), n_ctx - n_past) - 1 if engine._rollback_ok else 0
+                cap = min(self.max_tokens - len(emitted), n_ctx - n_past) - 1 if engine.can_roll_back else 0
                 draft = drafter.draft(cap)
                 stats.time_predictor_s += time.perf_counter() - t0
                 k = len(draft)
@@ -288,7 +286,7 @@ class GenerationStream:
         emitted = self.emitted
         stats.generated_tokens = len(emitted)
         stats.time_total_s = time.perf_counter() - t_start
-        describe_cost(stats, plan, policy, max_draft=self.engine.max_draft, can_roll_back=self.engine._rollback_ok)
+        describe_cost(stats, plan, policy, max_draft=self.engine.max_draft, can_roll_back=self.engine.can_roll_back)
         # Not for a run cut short (closed, superseded, collected): nobody reads its usage,
         # and the garbage collector should not run a diff.
         usage = prediction_usage(self.prediction_tokens, emitted) if self.has_prediction and completed else None
@@ -327,7 +325,7 @@ class GenerationStream:
             m = len(targets) - 1
             if m < len(tokens) - 1 and not decoder.roll_back(n_past + 1 + m):
                 raise RuntimeError("KV cache rollback failed during exact mode's audit")
-            self.engine._withdraw(len(draft) + 1, n_past, result, len(tokens), plan, stats)
+            self.engine.withdraw(len(draft) + 1, n_past, result, len(tokens), plan, stats)
         seconds = time.perf_counter() - t0
         rule.audited(seconds)
         stats.time_audit_s += seconds
@@ -339,6 +337,6 @@ class GenerationStream:
         engine, llm = self.engine, self.engine.llm
         warnings.warn("KV cache rollback failed; re-evaluating and decoding plainly from here",
                       RuntimeWarning, stacklevel=3)
-        engine._rollback_ok = False
+        engine.stop_rolling_back()
         _llama.clear_memory(llm)
         llm.eval(kv)

@@ -23,7 +23,7 @@ import itertools
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,8 +33,10 @@ from ngramspec.calibration.invariance import InvarianceReport
 from ngramspec.calibration.verify_plan import VerifyPlan, build_plan
 from ngramspec.drafting.cost_gate import CostlyGate
 from ngramspec.drafting.policy import CostAwarePolicy, EagerPolicy
+from ngramspec.drafting.policy_protocol import Policy
 from ngramspec.engine.cost_report import curve_origin
 from ngramspec.engine.generation import Generation, GenerationStream
+from ngramspec.engine.run_host import RunHost
 from ngramspec.engine.stats import GenerationStats
 from ngramspec.proposers.base import Proposer
 from ngramspec.proposers.copy import CopyProposer
@@ -129,16 +131,17 @@ class SpeculativeEngine:
             self.gates[draft] = CostlyGate()
             self.proposers.append(draft)
         self._adaptive = adaptive
-        self._plans: dict[bool, tuple[VerifyPlan, Any]] = {}
+        self._plans: dict[bool, tuple[VerifyPlan, Policy]] = {}
         self._rollback_ok = _llama.can_roll_back(llm)
         if not self._rollback_ok:
             warnings.warn("this model's cache cannot be rolled back (recurrent or hybrid); "
                           "ngramspec decodes it plainly", RuntimeWarning, stacklevel=2)
-        self._batch = _llama.Batch(self.max_draft + 1)
+        # What each generation's run uses (engine/run_host.py says what each is).
+        self.verify_batch = _llama.Batch(self.max_draft + 1)
+        self.token_bytes: dict[int, bytes] = {}
+        self.audit_rule = AuditRule()    # exact mode's online audit (audit.py), per engine
+        self.lock = threading.RLock()
         self._is_eog: dict[int, bool] = {}
-        self._pieces: dict[int, bytes] = {}   # token -> its bytes, for OutputText
-        self._audit_rule = AuditRule()    # exact mode's online audit (audit.py), per engine
-        self._lock = threading.RLock()
         self._generations = itertools.count(1)
         self._current = 0   # the generation that owns the Llama's state
 
@@ -150,23 +153,25 @@ class SpeculativeEngine:
     @property
     def policy(self) -> Any:
         """The policy of the default exactness (None without adaptivity)."""
-        policy = self._plan_and_policy(self.exact)[1]
+        policy = self.plan_and_policy(self.exact)[1]
         return policy if isinstance(policy, CostAwarePolicy) else None
 
     # -- verify plans -----------------------------------------------------
     def plan(self, exact: bool | None = None) -> VerifyPlan:
         """The verify plan for ``exact`` (None: the engine's default), built on first use."""
-        return self._plan_and_policy(self.exact if exact is None else exact)[0]
+        return self.plan_and_policy(self.exact if exact is None else exact)[0]
 
     def prepare(self, exact: bool | None = None) -> VerifyPlan:
         """Builds the verify plan now rather than in the first generation."""
         return self.plan(exact)
 
-    def _plan_and_policy(self, exact: bool) -> tuple[VerifyPlan, Any]:
+    def plan_and_policy(self, exact: bool) -> tuple[VerifyPlan, Policy]:
+        """The verify plan and the policy of this verify mode, built on first use
+        (``verify_plan.build_plan`` says what building one may do to the Llama)."""
         cached = self._plans.get(exact)
         if cached is not None:
             return cached
-        with self._lock:
+        with self.lock:
             plan, report = build_plan(self.llm, exact=exact, max_batch=self.max_draft + 1,
                                       can_roll_back=self._rollback_ok,
                                       invariance=self.invariance if exact else None,
@@ -174,10 +179,11 @@ class SpeculativeEngine:
             if exact:
                 self.invariance = report
                 if report is not None:
-                    self._audit_rule.certified_depth = report.certified_depth
+                    self.audit_rule.certified_depth = report.certified_depth
             adaptive = self._adaptive
+            policy: Policy
             if isinstance(adaptive, CostAwarePolicy):
-                policy: Any = adaptive      # the user's policy keeps its own cost model
+                policy = adaptive      # the user's policy keeps its own cost model
             elif adaptive:
                 policy = CostAwarePolicy(self.max_draft + 1)
                 costs = {b: c for b, c in plan.relative_costs.items() if b <= self.max_draft + 1}
@@ -224,14 +230,31 @@ class SpeculativeEngine:
         accepted; after exhaustion ``.result`` holds the ``Generation``. Another
         generation on this engine, or a plain call on the Llama, ends the stream:
         resuming it then raises RuntimeError."""
-        return GenerationStream(self, prompt, max_tokens, stop, stopping_criteria, sampling, exact, prediction)
+        return GenerationStream(self, prompt, max_tokens=max_tokens, stop=stop, stopping_criteria=stopping_criteria,
+                                sampling=sampling, exact=exact, prediction=prediction)
 
-    def _proposers_for(self, prediction_tokens: list[int] | None) -> list[Proposer]:
+    # -- what a generation's run uses (engine/run_host.py) -------------------
+    @property
+    def can_roll_back(self) -> bool:
+        return self._rollback_ok
+
+    def stop_rolling_back(self) -> None:
+        self._rollback_ok = False
+
+    def begin_generation(self) -> int:
+        self._current = next(self._generations)
+        return self._current
+
+    def owns(self, generation: int) -> bool:
+        return self._current == generation
+
+    def proposers_for(self, prediction_tokens: list[int] | None) -> list[Proposer]:
+        """This engine's proposers, and a ``PredictionProposer`` when a generation has a prediction."""
         if not prediction_tokens:
             return self.proposers
         return [*self.proposers, PredictionProposer(prediction_tokens)]
 
-    def _withdraw(self, size: int, start: int, result: AuditResult, rows_checked: int, plan: VerifyPlan,
+    def withdraw(self, size: int, start: int, result: AuditResult, rows_checked: int, plan: VerifyPlan,
                   stats: GenerationStats) -> None:
         """The audit saw a batch of ``size`` differ from one-token decoding: no later
         pass of this engine uses it in exact mode, nor does a plan built afterwards from
@@ -253,9 +276,14 @@ class SpeculativeEngine:
         warnings.warn(describe_mismatch(size, start, result, rows_checked, where, note), RuntimeWarning,
                       stacklevel=5)
 
-    def _is_end_of_generation(self, token: int) -> bool:
+    def is_end_of_generation(self, token: int) -> bool:
         known = self._is_eog.get(token)
         if known is None:
             known = self._is_eog[token] = _llama.is_eog(self.llm, token)
         return known
 
+
+
+if TYPE_CHECKING:  # mypy checks here that the engine is what a generation's run needs
+    def _as_run_host(engine: SpeculativeEngine) -> RunHost:
+        return engine

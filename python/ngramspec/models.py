@@ -47,16 +47,17 @@ from pathlib import Path
 from typing import Any
 
 from ngramspec.atomic_write import atomic_writer
+from ngramspec.errors import NgramspecError
 
 __all__ = ["DEFAULT_MODEL", "MODELS", "ModelSpec", "ModelFetchError", "ModelLoadError", "cache_dir", "fetch",
            "resolve_model_path", "load_llama"]
 
 
-class ModelFetchError(RuntimeError):
+class ModelFetchError(NgramspecError, RuntimeError):
     """A model could not be downloaded, assembled, verified or kept in the cache."""
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(NgramspecError, ValueError):
     """A model name or path that gives no usable model: an unknown name, no such
     file, a file that is not GGUF, or a GGUF file llama.cpp refuses to load."""
 

@@ -36,7 +36,7 @@ import numpy as np
 from ngramspec import _llama
 from ngramspec.calibration.cost_curve import CostCurveResult, prior_curve, validate_curve
 from ngramspec.calibration.cost_timing import llm_threads
-from ngramspec.errors import ContextTooSmall
+from ngramspec.errors import ContextTooSmallError
 
 __all__ = ["BatchSizeResult", "InvarianceReport", "check_batch_invariance", "check_sizes", "check_depths",
            "covers", "effective_max_batch", "CHECK_DENSE_UP_TO", "MAX_CHECK_BATCH", "MAX_CHECK_DEPTH",
@@ -340,7 +340,7 @@ def _probe_plan(llm: Any, max_batch: Any, prefix_tokens: Any, depths: Sequence[i
     max_batch = effective_max_batch(llm, int(max_batch))
     n_ctx = _llama.usable_n_ctx(llm)
     if prefix_tokens + max_batch > n_ctx:
-        raise ContextTooSmall(f"n_ctx {n_ctx} is too small for a probe of {prefix_tokens + max_batch} tokens")
+        raise ContextTooSmallError(f"n_ctx {n_ctx} is too small for a probe of {prefix_tokens + max_batch} tokens")
     if depths is None:
         depths = check_depths(n_ctx, max_batch, shallowest=int(prefix_tokens))
     else:
@@ -348,7 +348,8 @@ def _probe_plan(llm: Any, max_batch: Any, prefix_tokens: Any, depths: Sequence[i
         if not depths:
             raise ValueError("depths is empty")
         if depths[-1] + max_batch > n_ctx:
-            raise ContextTooSmall(f"n_ctx {n_ctx} is too small for a probe of {max_batch} tokens at depth {depths[-1]}")
+            raise ContextTooSmallError(f"n_ctx {n_ctx} is too small for a probe of {max_batch} tokens at depth "
+                                       f"{depths[-1]}")
     need = depths[-1] + max_batch
     if tokens is None:
         streams = probe_streams(llm, need)

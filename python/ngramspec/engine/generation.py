@@ -25,7 +25,7 @@ from ngramspec.engine.output_text import OutputText
 from ngramspec.engine.request import check_exact, prompt_tokens_for, stop_list
 from ngramspec.engine.run_host import RunHost
 from ngramspec.engine.stats import GenerationStats
-from ngramspec.errors import PromptTooLong
+from ngramspec.errors import PromptTooLongError
 from ngramspec.proposers.prediction import prediction_text, prediction_usage
 from ngramspec.sampling import SamplingParams
 
@@ -84,13 +84,13 @@ class GenerationStream:
         self.empty_prompt = isinstance(prompt, str) and not prompt
         n_ctx = _llama.usable_n_ctx(llm)
         if len(self.prompt_tokens) >= n_ctx:
-            raise PromptTooLong(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {n_ctx}")
+            raise PromptTooLongError(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {n_ctx}")
         # Llama.eval records a prompt in input_ids, sized by the n_ctx asked for (llama.cpp may
         # round the real context up): plain fails there with a numpy broadcast error.
         capacity = _llama.prompt_capacity(llm)
         if len(self.prompt_tokens) > capacity:
-            raise PromptTooLong(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {capacity} "
-                             "(the n_ctx this Llama was created with)")
+            raise PromptTooLongError(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of "
+                                     f"{capacity} (the n_ctx this Llama was created with)")
         text = prediction_text(prediction)
         self.prediction_tokens = _llama.tokenize_text(llm, text) if text else []
         self.has_prediction = prediction is not None

@@ -14,11 +14,13 @@ from fastapi.routing import APIRoute
 from llama_cpp.server.errors import RouteErrorHandler
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ngramspec.errors import NgramspecError
+
 __all__ = ["ClientError", "SpeculativeRoute", "as_client_error", "error_json", "http_error",
            "internal_error", "validation_error"]
 
 
-class ClientError(Exception):
+class ClientError(NgramspecError):
     """A request the server refuses: an HTTP status and an OpenAI error object."""
 
     def __init__(self, status: int, message: str, type: str = "invalid_request_error",

@@ -16,7 +16,7 @@ import platform
 import textwrap
 from typing import Any, Callable
 
-from ngramspec.suite.sources import Item, MissingMaterial, Workload, iso3166_rows, require_dist
+from ngramspec.suite.sources import Item, MissingMaterialError, Workload, iso3166_rows, require_dist
 
 __all__ = ["LONG_WORKLOADS", "build_long"]
 
@@ -68,7 +68,7 @@ def grounded_quote(chat: Chat, max_tokens: int) -> Workload:
     version = require_dist("tzdata")
     licence = importlib.metadata.distribution("tzdata").read_text("licenses/licenses/LICENSE_APACHE")
     if not licence:
-        raise MissingMaterial("tzdata's wheel no longer ships licenses/LICENSE_APACHE")
+        raise MissingMaterialError("tzdata's wheel no longer ships licenses/LICENSE_APACHE")
     text = licence[: licence.index("5. Submission of Contributions")].strip()
     # Worded as Qwen2.5-Coder answers with the quote (asked to "quote Section 4 ... then
     # say ...", it repeated the question and stopped).

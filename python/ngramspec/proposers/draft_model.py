@@ -110,9 +110,9 @@ class DraftModelProposer(CostlyProposer):
         self.n_buckets = int(n_buckets)
         self.source_priors: Sequence[float] = (float(prior),) * self.n_buckets
         llama_cpp = _llama.llama_cpp_module()
-        self.size_ratio = (llama_cpp.llama_model_n_params(draft_llm._model.model)
-                           / max(1, llama_cpp.llama_model_n_params(target_llm._model.model)))
-        self._vocab = draft_llm._model.vocab
+        self.size_ratio = (llama_cpp.llama_model_n_params(_llama.model_handle(draft_llm))
+                           / max(1, llama_cpp.llama_model_n_params(_llama.model_handle(target_llm))))
+        self._vocab = _llama.vocab_handle(draft_llm)
         self._is_eog: dict[int, bool] = {}
         self._batch = _llama.Batch(max(1, min(draft_llm.n_batch, draft_llm.context_params.n_ubatch)))
         self._text: list[int] | None = None
@@ -165,8 +165,7 @@ class DraftModelProposer(CostlyProposer):
             if not _llama.remove_from(llm, pos):
                 raise RuntimeError("llama.cpp refused to roll back the draft model's cache")
             del self._kv[pos:]
-            llm.n_tokens = len(self._kv)
-            llm._requires_eval = True
+            _llama.set_cached_tokens(llm, len(self._kv))
             if self._fresh > pos:
                 self._fresh = -1
 
@@ -186,7 +185,7 @@ class DraftModelProposer(CostlyProposer):
             if end > start:
                 llm.input_ids[start:end] = chunk[: end - start]
             llm.n_tokens = len(kv)
-        llm._requires_eval = True
+        _llama.set_cached_tokens(llm, len(kv))
         self._fresh = len(kv)
 
     def _sync(self, need_logits: bool) -> np.ndarray | None:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, cast
 
+from ngramspec import _llama
 from ngramspec.errors import MissingChatTemplateError, NgramspecError
 
 # HumanEval's own stop sequences (Chen et al., 2021): the completion ends where the
@@ -82,11 +83,10 @@ def chat_formatter(llm: Any) -> Callable[[list[dict[str, str]]], str]:
     if not template:
         raise MissingChatTemplateError("this model has no chat template in its GGUF metadata; the chat workloads "
                                        "need one")
-    model = llm._model
     eos, bos = llm.token_eos(), llm.token_bos()
     formatter = Jinja2ChatFormatter(template=template,
-                                    eos_token=model.token_get_text(eos) if eos != -1 else "",
-                                    bos_token=model.token_get_text(bos) if bos != -1 else "")
+                                    eos_token=_llama.token_text(llm, eos) if eos != -1 else "",
+                                    bos_token=_llama.token_text(llm, bos) if bos != -1 else "")
     # llama_cpp types messages as its TypedDicts; plain dicts are what it accepts at run time.
     return lambda messages: formatter(messages=messages).prompt  # type: ignore[arg-type]
 

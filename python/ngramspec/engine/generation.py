@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ngramspec import _llama
+from ngramspec.arg_checks import checked_int
 from ngramspec.calibration.audit import AuditRule, audit_pass
 from ngramspec.calibration.verify_plan import VerifyPlan
 from ngramspec.drafting.drafter import Drafter
@@ -72,8 +73,7 @@ class GenerationStream:
         check_exact(exact)
         _llama.context_of(llm)
         if max_tokens is not None:
-            if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
-                raise TypeError(f"max_tokens must be an int or None, got {type(max_tokens).__name__}")
+            max_tokens = checked_int(max_tokens, "max_tokens", what="an int or None")
             if max_tokens <= 0:
                 raise ValueError(f"max_tokens must be >= 1 (or None to fill the context), got {max_tokens}")
         self.stops = stop_list(stop)

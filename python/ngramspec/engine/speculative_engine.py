@@ -25,9 +25,8 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ngramspec import _llama
+from ngramspec.arg_checks import checked_int
 from ngramspec.calibration.audit import AuditResult, AuditRule, describe_mismatch, features_note
 from ngramspec.calibration.invariance import InvarianceReport
 from ngramspec.calibration.verify_plan import VerifyPlan, build_plan
@@ -95,10 +94,7 @@ class SpeculativeEngine:
                  memory: Any = None, trace: bool = False, invariance_cache: bool = True,
                  draft_model: Any = None) -> None:
         _llama.context_of(llm)
-        if isinstance(max_draft, bool) or not isinstance(max_draft, (int, np.integer)):
-            raise TypeError(f"max_draft must be an int, got {type(max_draft).__name__}")
-        if max_draft < 0:
-            raise ValueError(f"max_draft must be >= 0, got {max_draft}")
+        checked_int(max_draft, "max_draft", minimum=0)
         if not isinstance(exact, bool):
             raise TypeError(f"exact must be True or False, got {type(exact).__name__}")
         if invariance is not None and not isinstance(invariance, InvarianceReport):

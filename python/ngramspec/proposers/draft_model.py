@@ -48,6 +48,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ngramspec import _llama
+from ngramspec.arg_checks import checked_int
 from ngramspec.proposers.base import EMPTY_TOKENS, CostlyProposer, Proposal
 from ngramspec.proposers.draft_model_loading import check_compatible, is_llama, load_draft_model, memory_report
 from ngramspec.sampling import SamplingParams, position_uniform, sample, target_distribution
@@ -95,8 +96,7 @@ class DraftModelProposer(CostlyProposer):
                  n_buckets: int = N_DRAFT_BUCKETS, prior: float = DEFAULT_DRAFT_PRIOR,
                  lazy_prefill: bool = False, check_tokenizer: bool = True) -> None:
         check_compatible(draft_llm, target_llm, check_tokenizer=check_tokenizer)
-        if isinstance(n_buckets, bool) or not isinstance(n_buckets, (int, np.integer)) or n_buckets < 1:
-            raise ValueError(f"n_buckets must be an int >= 1, got {n_buckets!r}")
+        checked_int(n_buckets, "n_buckets", minimum=1)
         if not 0.0 < float(prior) < 1.0:
             raise ValueError(f"prior must be in (0, 1), got {prior!r}")
         self.draft = draft_llm
@@ -277,10 +277,7 @@ class DraftModelProposer(CostlyProposer):
         (the last token is never decoded). Greedy drafts stop after an
         end-of-generation token; sampled drafts always have k tokens, so that
         their length never depends on the sampled values."""
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-            raise TypeError(f"k must be an int, got {type(k).__name__}")
-        if k < 0:
-            raise ValueError(f"k must be >= 0, got {k}")
+        checked_int(k, "k", minimum=0)
         text = self._require_begun()
         llm = self.draft
         self._check_open()

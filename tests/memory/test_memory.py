@@ -264,7 +264,7 @@ def test_add_tokens_needs_a_tokenizer():
 @pytest.mark.parametrize("kwargs, exc", [
     ({"max_tokens": 1}, ValueError), ({"max_tokens": 2**31}, ValueError), ({"max_tokens": 1.5}, TypeError),
     ({"anchor": 0}, ValueError), ({"max_match": 2, "anchor": 3}, ValueError), ({"prompt_tail": -2}, ValueError),
-    ({"prompt_tail": True}, ValueError), ({"max_file_bytes": 0}, ValueError),
+    ({"prompt_tail": True}, TypeError), ({"max_file_bytes": 0}, ValueError), ({"max_file_bytes": "1"}, TypeError),
 ])
 def test_bad_settings(kwargs, exc):
     with pytest.raises(exc):

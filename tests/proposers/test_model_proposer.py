@@ -599,7 +599,7 @@ def test_gate_probes_only_within_its_budget_of_decode_time():
     assert [i for i, n in enumerate(calls) if n] == [wait - 1, 2 * wait - 1]
     # A draft model that has not seen the prompt yet pays its catch-up in the probe.
     behind = _FakeDraft(size_ratio=0.1)
-    behind.pending_tokens = lambda: 1000  # type: ignore[attr-defined]
+    behind.pending_tokens = lambda: 1000  # type: ignore[method-assign]
     gate = CostlyGate(probe_interval=32, probe_tokens=4)
     calls = [gate.plan(behind, policy, allowed, 8, 50.0) for _ in range(1000)]
     first = [i for i, n in enumerate(calls) if n][0]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the lazy exports, as type checkers should see them
     from ngramspec.memory.file_format import MemoryFileError
     from ngramspec.memory.fingerprint import TokenizerMismatchError
     from ngramspec.memory.store import Memory
+    from ngramspec.options import EngineOptions
 
 __version__ = "0.1.0"
 
@@ -27,6 +28,7 @@ __all__ = [
     "NGramPredictor",
     "SuffixMatcher",
     "SpeculativeEngine",
+    "EngineOptions",
     "Generation",
     "GenerationStats",
     "InvarianceReport",
@@ -43,6 +45,7 @@ __all__ = [
 
 _LAZY = {
     "SpeculativeEngine": "engine.speculative_engine",
+    "EngineOptions": "options",
     "Generation": "engine.generation",
     "InvarianceReport": "calibration.invariance",
     "check_batch_invariance": "calibration.invariance",

@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ngramspec import _llama
-from ngramspec.arg_checks import checked_int
 from ngramspec.calibration.audit import AuditResult, AuditRule, describe_mismatch, features_note
 from ngramspec.calibration.invariance import InvarianceReport
 from ngramspec.calibration.verify_plan import VerifyPlan, build_plan
@@ -37,6 +36,7 @@ from ngramspec.engine.cost_report import curve_origin
 from ngramspec.engine.generation import Generation, GenerationStream
 from ngramspec.engine.run_host import RunHost
 from ngramspec.engine.stats import GenerationStats
+from ngramspec.options import DEFAULT_MAX_DRAFT, EngineOptions
 from ngramspec.proposers.base import Proposer
 from ngramspec.proposers.copy import CopyProposer
 from ngramspec.proposers.ngram import NGramProposer
@@ -45,10 +45,6 @@ from ngramspec.sampling import SamplingParams
 
 __all__ = ["DEFAULT_MAX_DRAFT", "SpeculativeEngine"]
 
-# The policy prices every length against the cost curve and the acceptance it has
-# seen, so the cap only bounds what a long copy may draft: 64, as llama.cpp's own
-# n-gram drafters (docs/performance.md has the long-output measurements).
-DEFAULT_MAX_DRAFT = 64
 
 
 class SpeculativeEngine:
@@ -56,58 +52,38 @@ class SpeculativeEngine:
     (greedy: the same tokens; sampled: the same distribution), in fewer forward passes.
 
     llm: the ``llama_cpp.Llama`` to drive (its context and cache are used).
-    max_draft: most draft tokens verified per forward pass (0 = plain decoding).
-    exact: the default verify mode; each call may override it. True verifies
-        only with batch sizes that ``check_batch_invariance`` found bit-exact on
-        this model and build; False allows every size, for users who accept
-        floating-point drift in exchange for speed.
-    invariance: a report from ``check_batch_invariance`` to use instead of
-        measuring one.
-    invariance_cache: keep the measured report on disk per model file, llama.cpp
-        build and context settings, so the next engine on the same setup neither
-        measures nor clears the cache; False always measures.
-    adaptive: choose each draft by expected tokens per unit of verify time
-        (``CostAwarePolicy``); False verifies every allowed token of the draft
-        with the longest match (``EagerPolicy``); a ``CostAwarePolicy`` instance
-        uses that policy (with its own cost model: it is not calibrated).
-    min_order, max_order, window: passed to ``NGramPredictor``.
-    copy: also offer long copy drafts from a ``SuffixMatcher`` over the whole
-        prompt and output.
-    memory: an ``ngramspec.Memory`` to draft from (and add this engine's outputs to);
-        None or False (the default): no memory. A Memory passed to several engines
-        is shared by them; its tokenizer must be ``llm``'s (``TokenizerMismatchError``).
-    draft_model: a smaller model with the same vocabulary to draft with (classic
-        speculative decoding): a ``llama_cpp.Llama``, a GGUF path, a model name or a
-        ``DraftModelProposer``. It is priced per pass and called only when it
-        pays (its ``CostlyGate``); see docs/draft-model.md.
-    trace: record every pass in ``stats.trace`` (source, offered, verified,
-        accepted, decode time), to see why a slow case drafted what it did.
+    options: an ``EngineOptions`` (``ngramspec.options`` says what each option does);
+        keywords change single options on top of it: ``SpeculativeEngine(llm,
+        max_draft=16, exact=False)``. ``exact`` is the default verify mode, which each
+        call may override. A Memory passed to several engines is shared by them; its
+        tokenizer must be ``llm``'s (``TokenizerMismatchError``). A draft model is
+        priced per pass and called only when it pays (its ``CostlyGate``; see
+        docs/draft-model.md). A ``CostAwarePolicy`` given as ``adaptive`` keeps its
+        own cost model (it is not calibrated).
 
     The verify plan (allowed sizes and cost curve) is built on first use per
     exactness, or up front with ``prepare()``; see ``verify_plan.build_plan`` for
     its side effects (measuring clears the Llama's KV cache once).
     """
 
-    def __init__(self, llm: Any, *, max_draft: int = DEFAULT_MAX_DRAFT, exact: bool = True,
-                 invariance: InvarianceReport | None = None, adaptive: bool | CostAwarePolicy = True,
-                 min_order: int = 2, max_order: int = 4, window: int = 512, copy: bool = True,
-                 memory: Any = None, trace: bool = False, invariance_cache: bool = True,
-                 draft_model: Any = None) -> None:
+    def __init__(self, llm: Any, options: EngineOptions | None = None, **changes: Any) -> None:
         _llama.context_of(llm)
-        checked_int(max_draft, "max_draft", minimum=0)
-        if not isinstance(exact, bool):
-            raise TypeError(f"exact must be True or False, got {type(exact).__name__}")
+        opts = (options if options is not None else EngineOptions()).replace(**changes)
+        self.options = opts
+        max_draft, exact, invariance, adaptive = opts.max_draft, opts.exact, opts.invariance, opts.adaptive
+        memory, draft_model = opts.memory, opts.draft_model
         if invariance is not None and not isinstance(invariance, InvarianceReport):
             raise TypeError("invariance must be an InvarianceReport from check_batch_invariance")
         self.llm = llm
         self.exact = exact
-        self.trace = bool(trace)
-        self.invariance_cache = bool(invariance_cache)
+        self.trace = opts.trace
+        self.invariance_cache = opts.invariance_cache
         self.batch_limit = _llama.batch_limit(llm)
         self.max_draft = int(min(max_draft, self.batch_limit - 1))
         self.invariance = invariance
-        self.proposers: list[Proposer] = [NGramProposer(min_order=min_order, max_order=max_order, window=window)]
-        if copy:
+        self.proposers: list[Proposer] = [NGramProposer(min_order=opts.min_order, max_order=opts.max_order,
+                                                        window=opts.window)]
+        if opts.copy:
             self.proposers.append(CopyProposer())
         if memory is False:   # spelled out: no memory (the default, None, is the same)
             memory = None

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # the lazy exports, as type checkers should see them
     from ngramspec.engine.generation import Generation
     from ngramspec.engine.speculative_engine import SpeculativeEngine
     from ngramspec.engine.stats import GenerationStats
-    from ngramspec.integrations.draft_model import NGramDraftModel
+    from ngramspec.integrations.ngram_draft_model import NGramDraftModel
     from ngramspec.integrations.wrapper import SpeculativeLlama, wrap
     from ngramspec.memory.file_format import MemoryFileError
     from ngramspec.memory.fingerprint import TokenizerMismatchError
@@ -52,7 +52,7 @@ _LAZY = {
     "GenerationStats": "engine.stats",
     "SpeculativeLlama": "integrations.wrapper",
     "wrap": "integrations.wrapper",
-    "NGramDraftModel": "integrations.draft_model",
+    "NGramDraftModel": "integrations.ngram_draft_model",
     "Memory": "memory.store",
     "MemoryFileError": "memory.file_format",
     "TokenizerMismatchError": "memory.fingerprint",

@@ -13,11 +13,14 @@ from ngramspec.errors import MissingChatTemplate, UserError
 
 def run(args: argparse.Namespace) -> int:
     from ngramspec.suite import run_suite
+    from ngramspec.suite.llama_settings import LlamaSettings
     from ngramspec.suite.other_build import OtherBuildError
     from ngramspec.suite.sources import MissingMaterial
 
     if args.rounds is not None and args.rounds < 1:
         raise UserError("--rounds must be >= 1")
+    if args.n_gpu_layers < -1:
+        raise UserError("--n-gpu-layers must be >= -1 (-1: every layer)")
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {args.out}: exists and is not a directory (give a directory for the report)")
@@ -52,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
                        methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
                        server_modes=args.server_modes.split(",") if args.server_modes else (),
                        serve=args.serve, other_python=args.other_build,
+                       settings=LlamaSettings(n_gpu_layers=args.n_gpu_layers, flash_attn=args.flash_attn),
                        command="ngramspec bench " + " ".join(sys.argv[2:]))
     except MissingMaterial as e:
         raise UserError(str(e)) from None

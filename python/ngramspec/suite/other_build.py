@@ -21,6 +21,7 @@ from dataclasses import asdict
 from typing import IO, Any
 
 from ngramspec.suite.in_process import InProcessMethods
+from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.loading import load, make_engine
 from ngramspec.suite.methods import ENGINE_OPTIONS, MEASURED_MAX_BATCH, OTHER_BUILD_METHODS
 from ngramspec.suite.run_record import Run
@@ -39,7 +40,8 @@ class OtherBuild:
     """
 
     def __init__(self, python: str, model_path: str, n_ctx: int, threads: int | None, *,
-                 methods: tuple[str, ...] = OTHER_BUILD_METHODS, progress: bool = True) -> None:
+                 methods: tuple[str, ...] = OTHER_BUILD_METHODS, progress: bool = True,
+                 settings: LlamaSettings = LLAMA_DEFAULTS) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         try:
             self.proc = subprocess.Popen([python, "-m", "ngramspec.suite.other_build"], stdin=subprocess.PIPE,
@@ -49,7 +51,7 @@ class OtherBuild:
             raise OtherBuildError(f"cannot start {python}: {e.strerror or e}") from None
         try:
             hello = self._ask({"model_path": model_path, "n_ctx": n_ctx, "threads": threads,
-                               "methods": list(methods), "progress": progress})
+                               "methods": list(methods), "progress": progress, "settings": asdict(settings)})
         except BaseException:
             self.close()
             raise
@@ -108,7 +110,8 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
         answers.flush()
 
     setup = json.loads(requests.readline())
-    llm = load(setup["model_path"], "plain", setup["n_ctx"], setup["threads"])
+    llm = load(setup["model_path"], "plain", setup["n_ctx"], setup["threads"],
+               LlamaSettings.from_dict(setup.get("settings")))
     invariance = check_batch_invariance(llm, max_batch=MEASURED_MAX_BATCH, progress=setup["progress"])
     engines = {m: make_engine(llm, m, invariance=invariance) for m in setup["methods"] if m in ENGINE_OPTIONS}
     for engine in engines.values():

@@ -10,6 +10,7 @@ from typing import Any
 
 from ngramspec.suite import sources
 from ngramspec.suite.in_process import InProcessMethods
+from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.loading import load, make_engine, model_path
 from ngramspec.suite.methods import (
     DRAFT_METHODS,
@@ -55,23 +56,25 @@ class Suite:
         or the exact build's): plain, ngramspec and ngramspec fast also run there,
         interleaved with the rest, named after that build ("stock plain",
         "exact-build ngramspec", ...; other_build.py).
+    settings: GPU offload and flash attention for every method (llama_settings.py);
+        the default is llama-cpp-python's (CPU, flash attention off).
     """
 
     def __init__(self, model: str, *, quick: bool, n_ctx: int = 4096, threads: int | None = None,
                  methods: tuple[str, ...] = METHODS, progress: bool = True, server: str | None = None,
                  server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
                  trace: bool = False, cost: Any = None, serve: bool = False,
-                 other_python: str | None = None) -> None:
+                 other_python: str | None = None, settings: LlamaSettings = LLAMA_DEFAULTS) -> None:
         from ngramspec.calibration.cost_timing import measure_verify_cost
         from ngramspec.calibration.invariance import check_batch_invariance
 
         unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
         if unknown:
             raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS + EXTRA_METHODS)}")
-        self.model, self.quick, self.n_ctx = model, quick, n_ctx
+        self.model, self.quick, self.n_ctx, self.settings = model, quick, n_ctx, settings
         self.methods = ("plain",) + tuple(m for m in methods if m != "plain")
         self.path = model_path(model)
-        self.llm = load(self.path, "plain", n_ctx, threads)
+        self.llm = load(self.path, "plain", n_ctx, threads, settings)
         self.threads = self.llm.context_params.n_threads
         # llama.cpp decodes batches (prefill, verification) on n_threads_batch: every
         # method, llama-server included, gets the same pair (models.load_llama).
@@ -87,11 +90,12 @@ class Suite:
         if any(m in DRAFT_METHODS for m in self.methods):
             from ngramspec.proposers.draft_model_loading import load_draft_model
 
-            self.draft_llm = load_draft_model(draft_model_for(model), self.llm)
+            self.draft_llm = load_draft_model(draft_model_for(model), self.llm, **settings.llama_kwargs())
         self.engines = {m: make_engine(self.llm, m, invariance=self.invariance,
                                        **({"draft_model": self.draft_llm} if m in DRAFT_METHODS else {}))
                         for m in ENGINE_OPTIONS if m not in DRAFT_METHODS or m in self.methods}
-        self.lookup = load(self.path, "prompt lookup", n_ctx, threads) if "prompt lookup" in self.methods else None
+        self.lookup = (load(self.path, "prompt lookup", n_ctx, threads, settings) if "prompt lookup" in self.methods
+                       else None)
         self.progress = progress
         if trace:   # every ngramspec pass recorded in stats.trace (SpeculativeEngine(trace=True))
             for e in self.engines.values():
@@ -102,18 +106,20 @@ class Suite:
         self.servers: dict[str, Any] = {}
         try:
             if other_python:
-                self.other = OtherBuild(other_python, self.path, n_ctx, threads, progress=progress)
+                self.other = OtherBuild(other_python, self.path, n_ctx, threads, progress=progress, settings=settings)
             if serve:
                 from ngramspec.suite.ngramspec_server import NgramspecServer
 
-                self.servers[SERVE_METHOD] = NgramspecServer(self.path, n_ctx, self.threads, self.threads_batch)
+                self.servers[SERVE_METHOD] = NgramspecServer(self.path, n_ctx, self.threads, self.threads_batch,
+                                                             extra_args=settings.serve_args())
             if server:
                 from ngramspec.suite.llama_server import DEFAULT_MODES, LlamaServer
 
                 for mode in server_modes or DEFAULT_MODES:
                     draft = model_path(draft_model_for(model)) if mode == "draft" else None
                     self.servers[f"llama-server {mode}"] = LlamaServer(server, self.path, mode, n_ctx, self.threads,
-                                                                       draft=draft, threads_batch=self.threads_batch)
+                                                                       draft=draft, threads_batch=self.threads_batch,
+                                                                       settings=settings)
         except BaseException:
             self.close()
             raise

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -63,6 +64,9 @@ class Plan:
     first_synthetic: tuple[tuple[str, str], ...] = (("qwen2.5-1.5b", "q4_k"),)
     later_synthetic: tuple[tuple[str, str], ...] = (("qwen2.5-7b", "q4_k"), ("qwen2.5-0.5b", "q8_0"))
     diagnose_up_to: int = 17            # diagnose when a size up to this one is not bit-exact
+    # The suite checks invariance itself (up to 17, as the CPU suites did), unless this says
+    # to hand it step 1's report (the CPU test: a check at depth takes minutes on a CPU).
+    suite_reuses_check: bool = False
     probe_switches: tuple[tuple[str, dict[str, str], dict[str, Any]], ...] = (
         ("GGML_CUDA_DISABLE_FUSION=1", {"GGML_CUDA_DISABLE_FUSION": "1"}, {}),
         ("GGML_CUDA_DISABLE_GRAPHS=1", {"GGML_CUDA_DISABLE_GRAPHS": "1"}, {}),
@@ -74,7 +78,7 @@ class Plan:
 def quick_plan() -> Plan:
     return Plan(n_gpu_layers=0, n_ctx=512, max_batch=5, curve_max=6, curve_reps=2, contexts=(32, 128), suite_rounds=1,
                 first_synthetic=(("tiny", "q4_k"),), later_synthetic=(("tiny", "q8_0"),), diagnose_up_to=5,
-                probe_switches=(("GGML_CPU_TILED_MM=0", {"GGML_CPU_TILED_MM": "0"}, {}),))
+                probe_switches=(("GGML_CPU_TILED_MM=0", {"GGML_CPU_TILED_MM": "0"}, {}),), suite_reuses_check=True)
 
 
 class Results:
@@ -90,6 +94,7 @@ class Results:
         self.data: dict[str, Any] = {"setup": setup, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                      "steps": [], "models": {}, "diagnosis": {}}
         self.done: set[str] = set()
+        self.reports: dict[tuple[str, str], Any] = {}    # (model, setting) -> this call's InvarianceReport
         if previous:
             self.data.update(models=previous.get("models", {}), diagnosis=previous.get("diagnosis", {}),
                              earlier_calls=[*previous.get("earlier_calls", []),
@@ -98,7 +103,7 @@ class Results:
         self.save()
 
     def save(self) -> None:
-        text = json.dumps(self.data, indent=1, default=str)
+        text = json.dumps(_finite(self.data), indent=1, default=str, allow_nan=False)
         for path in (self.path, self.keep / self.path.name if self.keep else None):
             if path is not None:
                 tmp = path.with_name(path.name + ".partial")
@@ -152,6 +157,17 @@ class _Skipped(Exception):
     pass
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as None (standard JSON; a size not timed has no time)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def run_step(results: Results, name: str, needs_s: float, body: Any) -> bool:
     """results.step around ``body(record)``; False when skipped."""
     try:
@@ -200,6 +216,7 @@ def measure_setting(results: Results, name: str, path: str, plan: Plan, setting:
                      load_seconds=round(time.perf_counter() - t0, 2), system_info=system_info(),
                      hazards=invariance_hazards(llm))
         report = check_batch_invariance(llm, max_batch=plan.max_batch)
+        results.reports[(name, setting)] = report
         entry["invariance"] = invariance_record(report)
         print(f"  {name} {setting}: {report.summary()}", flush=True)
 
@@ -242,8 +259,9 @@ def suite_setting(results: Results, name: str, plan: Plan, out_dir: Path, settin
 
     def body(record: dict[str, Any]) -> None:
         settings = LlamaSettings(n_gpu_layers=plan.n_gpu_layers, flash_attn=flash_attn)
+        checked = results.reports.get((name, setting)) if plan.suite_reuses_check else None
         suite = Suite(name, quick=True, methods=("plain", "ngramspec", "ngramspec fast"), progress=False,
-                      settings=settings)
+                      settings=settings, invariance=checked)
         try:
             runs = suite.run(plan.suite_rounds)
             figs = summary.summarize(suite, runs)

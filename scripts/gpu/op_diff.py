@@ -5,10 +5,13 @@ bit-identical between a batch of B tokens and decoding the tokens one at a time.
 How: a second context on the same model, made with an eval callback
 (``llama_context_params.cb_eval``) that copies every float32 node output to the
 host as it is computed. At ``depth`` cached tokens, the B probe tokens are decoded
-one at a time (the outputs of the first and the last recorded) and then as one
-batch; each node of the batch is compared, in graph order, with the same node of
-the single decode, on that token's slice (the dimension that is 1 for one token
-and B for the batch). Nodes match by name, operation and occurrence.
+one at a time (the last decode's outputs recorded) and then as one batch; each node
+of the batch is compared, in graph order, with the same node of the last single
+decode, on the last token's slice (the dimension that is 1 for one token and B for
+the batch). Nodes match by name, operation and occurrence. Only the last token is
+compared: when it is decoded alone, the cache holds exactly what the batch wrote
+before attention read it, so even K·Q's masked columns (unwritten cells, read and
+then masked) match; the first token alone sees cells the batch has already filled.
 
 Caveat: asking for every node splits the graph at each one, so llama.cpp's
 fused kernels and CUDA graphs do not run here; both sides are unfused alike.
@@ -117,10 +120,10 @@ def _token_slice(single: np.ndarray, batch: np.ndarray, size: int, row: int) -> 
 def first_differences(llm: Any, *, size: int, depth: int, tokens: list[int] | None = None,
                       keep: int = 12) -> dict[str, Any]:
     """Compares every node of a ``size``-token batch at ``depth`` with one-token
-    decoding of the same tokens, for the batch's first and last token. Returns
-    {"first": the first differing node (name, op, shape, token, max_abs_diff) or
-    None, "differing": up to ``keep`` of them in graph order, "compared": nodes
-    compared, "unmatched": nodes whose shapes did not line up}."""
+    decoding of the same tokens, for the batch's last token. Returns {"first": the
+    first differing node (name, op, shape, max_abs_diff) or None, "differing": up to
+    ``keep`` of them in graph order, "differing_count", "compared": nodes compared,
+    "unmatched": nodes whose shapes did not line up}."""
     import llama_cpp
 
     from ngramspec import _llama
@@ -151,13 +154,11 @@ def first_differences(llm: Any, *, size: int, depth: int, tokens: list[int] | No
     try:
         for start in range(0, depth, 64):
             decode(stream[start:min(depth, start + 64)], start, False)
-        singles: dict[int, dict[tuple[str, str, int], np.ndarray]] = {}
         for i in range(size):
-            if i in (0, size - 1):
+            if i == size - 1:
                 recorder.start()
             decode([stream[depth + i]], depth + i, True)
-            if recorder.on:
-                singles[i] = recorder.stop()
+        single = recorder.stop()
         llama_cpp.llama_memory_seq_rm(memory, 0, depth, -1)
         recorder.start()
         decode(stream[depth:depth + size], depth, True)
@@ -167,21 +168,19 @@ def first_differences(llm: Any, *, size: int, depth: int, tokens: list[int] | No
         llama_cpp.llama_free(ctx)
     differing, compared, unmatched = [], 0, []
     for key, value in batched.items():
-        for row in (0, size - 1):
-            ref = singles[row].get(key)
-            pair = None if ref is None else _token_slice(ref, value, size, row)
-            if pair is None:
-                unmatched.append(f"{key[0]}/{key[1]}")
-                continue
-            compared += 1
-            a, b = pair
-            same = a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
-            if not same:
-                with np.errstate(invalid="ignore"):
-                    diff = float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64)))) \
-                        if a.shape == b.shape else float("nan")
-                differing.append({"name": key[0], "op": key[1], "occurrence": key[2], "token": row,
-                                  "shape": list(value.shape), "max_abs_diff": diff})
+        ref = single.get(key)
+        pair = None if ref is None else _token_slice(ref, value, size, size - 1)
+        if pair is None:
+            unmatched.append(f"{key[0]}/{key[1]}")
+            continue
+        compared += 1
+        a, b = pair
+        if not (a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))):
+            with np.errstate(invalid="ignore"):
+                diff = float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64)))) \
+                    if a.shape == b.shape else float("nan")
+            differing.append({"name": key[0], "op": key[1], "occurrence": key[2], "shape": list(value.shape),
+                              "max_abs_diff": diff})
     order = {key: i for i, key in enumerate(batched)}
     differing.sort(key=lambda d: order[(d["name"], d["op"], d["occurrence"])])
     return {"size": size, "depth": depth, "first": differing[0] if differing else None, "differing": differing[:keep],

@@ -5,30 +5,19 @@ failed step), and bench/replay.py reading the run's curves. The real sdist and
 the synthetic model are in the slow tier (test_gpu_run_sdist.py)."""
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import io
 import json
 import re
-import sys
 import tarfile
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-GPU = ROOT / "scripts" / "gpu"
+from tests.support.gpu_scripts import GPU, gpu_module
 
-
-def gpu_module(name: str) -> Any:
-    """A module of scripts/gpu (they import each other by name, from that folder)."""
-    if str(GPU) not in sys.path:
-        sys.path.insert(0, str(GPU))
-    return importlib.import_module(name)
-
-
+ROOT = GPU.parents[1]
 device_calls = gpu_module("device_calls")
 measure = gpu_module("measure")
 model_parts = gpu_module("model_parts")
@@ -191,6 +180,7 @@ def test_measure_skips_steps_past_the_deadline_and_keeps_going_after_an_error(tm
     ran = []
     assert measure.run_step(results, "a", 1, lambda rec: ran.append("a"))
     assert measure.run_step(results, "b", 1, lambda rec: 1 / 0)                     # an error is recorded
+    results.setting("m", "fa_off")["seconds"] = [float("nan"), 1.0]                  # saved as null
     assert not measure.run_step(results, "c", 1000, lambda rec: ran.append("c"))    # not enough time left
     assert ran == ["a"]
     saved = json.loads((tmp_path / "results.json").read_text())
@@ -198,6 +188,10 @@ def test_measure_skips_steps_past_the_deadline_and_keeps_going_after_an_error(tm
     assert steps["a"]["status"] == "ok" and steps["b"]["status"].startswith("error: ZeroDivisionError")
     assert "ZeroDivisionError" in steps["b"]["traceback"] and steps["c"]["status"].startswith("skipped:")
     assert json.loads((tmp_path / "keep" / "results.json").read_text()) == saved
+    measure.run_step(results, "d", 1, lambda rec: None)
+    assert json.loads((tmp_path / "results.json").read_text(),
+                      parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))["models"]["m"]["settings"] \
+        == {"fa_off": {"seconds": [None, 1.0]}}
 
 
 def test_measure_resumes_without_repeating_finished_steps(tmp_path: Path):

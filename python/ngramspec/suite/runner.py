@@ -64,7 +64,8 @@ class Suite:
                  methods: tuple[str, ...] = METHODS, progress: bool = True, server: str | None = None,
                  server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
                  trace: bool = False, cost: Any = None, serve: bool = False,
-                 other_python: str | None = None, settings: LlamaSettings = LLAMA_DEFAULTS) -> None:
+                 other_python: str | None = None, settings: LlamaSettings = LLAMA_DEFAULTS,
+                 invariance: Any = None) -> None:
         from ngramspec.calibration.cost_timing import measure_verify_cost
         from ngramspec.calibration.invariance import check_batch_invariance
 
@@ -80,7 +81,10 @@ class Suite:
         # method, llama-server included, gets the same pair (models.load_llama).
         self.threads_batch = self.llm.context_params.n_threads_batch
         self.workloads: list[Workload] = sources.build(self.llm, quick, workloads)
-        self.invariance = check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
+        # invariance: an InvarianceReport of this model, build and settings to use instead of
+        # checking again (a caller that has just checked; its sizes bound exact mode's)
+        self.invariance = invariance if invariance is not None else \
+            check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
         # cost: a CostCurve to use instead of measuring one (a machine too busy to time)
         self.cost = cost if cost is not None else measure_verify_cost(self.llm, MEASURED_MAX_BATCH,
                                                                       reps=3 if quick else 7, progress=progress)

@@ -1,0 +1,119 @@
+"""The prepared GPU run on real pieces (slow tier): the pinned llama-cpp-python sdist
+(downloaded from PyPI), trimmed and configured by CMake with the exact build's
+flags (every folder the build adds is still there); the synthetic-model writer
+with the gguf-py of that sdist, its model loaded by llama.cpp; and the diagnosis
+tools finding a kernel that rounds a batch differently on this CPU build: the
+tiled K-quant matmul, which takes batches of 8 or more rows (a Q4_K model)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.support.gpu_scripts import GPU, gpu_module
+
+prepare = gpu_module("prepare")
+trim_sdist = gpu_module("trim_sdist")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trimmed_source(tmp_path_factory) -> tuple[Path, Any, Path]:
+    """(the trimmed tarball, its TrimReport, the folder it unpacks to)."""
+    folder = tmp_path_factory.mktemp("sdist")
+    sdist = prepare.download_sdist(folder)
+    out = folder / "trimmed.tar.gz"
+    report = trim_sdist.trim(sdist, out)
+    with tarfile.open(out) as tar:
+        tar.extractall(folder / "src", **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    return out, report, folder / "src" / report.top
+
+
+def test_the_trimmed_sdist_is_small_and_cmake_configures_it(trimmed_source, tmp_path: Path):
+    out, report, src = trimmed_source
+    assert report.top == f"llama_cpp_python-{prepare.LLAMA_CPP_PYTHON_VERSION}"
+    assert out.stat().st_size < 8 * 2**20            # measured: 3.4 MiB
+    assert report.dropped_bytes > 150 * 2**20         # models, docs, the web UI, other backends
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from install_llama_cpp import load_llama_build
+
+    flags = load_llama_build().cmake_args("exact", environ={})
+    bin_dir = Path(sys.executable).parent
+    p = subprocess.run(["cmake", "-S", str(src), "-B", str(tmp_path / "build"), "-G", "Ninja", *flags],
+                       capture_output=True, text=True, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "Build files have been written" in p.stdout
+
+
+@pytest.mark.model
+def test_the_synthetic_writer_makes_models_llama_cpp_loads(trimmed_source, tmp_path: Path):
+    import llama_cpp
+
+    synthetic = gpu_module("synthetic_gguf")
+    gguf_py = trimmed_source[2] / "vendor" / "llama.cpp" / "gguf-py"
+    for kind in synthetic.BLOCKS:
+        path = synthetic.write("tiny", tmp_path / f"tiny-{kind}.gguf", weight_type=kind, gguf_py=gguf_py)
+        llm = llama_cpp.Llama(str(path), n_ctx=256, logits_all=True, verbose=False)
+        try:
+            tokens = llm.tokenize(b"def total_price(items):\n    return 0")
+            assert len(tokens) > 10 and max(tokens) < synthetic.SHAPES["tiny"].n_vocab
+            llm.eval(tokens)
+            logits = np.array(llm.scores[: llm.n_tokens])
+            # Sane scales: finite logits of about unit spread, not zeros and not blown up.
+            assert np.isfinite(logits).all() and 0.2 < float(logits.std(axis=1).mean()) < 5, kind
+        finally:
+            llm.close()
+    with pytest.raises(ValueError, match="multiple of 256"):
+        synthetic._quantized(np.random.default_rng(0), 4, 96, "q4_k")
+    with pytest.raises(ValueError, match="unknown shape"):
+        synthetic.write("qwen9", tmp_path / "x.gguf", gguf_py=gguf_py)
+
+
+@pytest.fixture(scope="module")
+def tiny_q4_k(trimmed_source, tmp_path_factory) -> str:
+    synthetic = gpu_module("synthetic_gguf")
+    gguf_py = trimmed_source[2] / "vendor" / "llama.cpp" / "gguf-py"
+    return str(synthetic.write("tiny", tmp_path_factory.mktemp("tiny") / "tiny-q4_k.gguf", weight_type="q4_k",
+                               gguf_py=gguf_py))
+
+
+@pytest.mark.model
+def test_op_diff_finds_the_matmul_that_rounds_a_batch_of_8_differently(tiny_q4_k):
+    import llama_cpp
+
+    op_diff = gpu_module("op_diff")
+    llm = llama_cpp.Llama(tiny_q4_k, n_ctx=256, verbose=False, seed=0)
+    try:
+        found = op_diff.first_differences(llm, size=8, depth=8)
+        below = op_diff.first_differences(llm, size=7, depth=8)
+    finally:
+        llm.close()
+    # The first node of the graph that is a K-quant matmul: layer 0's query projection.
+    assert found["first"]["op"] == "MUL_MAT" and found["first"]["name"] == "Qcur-0", found["first"]
+    assert found["differing_count"] > 10 and found["compared"] > 50
+    assert below["first"] is None and below["compared"] == found["compared"]
+
+
+@pytest.mark.model
+def test_the_probe_sees_a_runtime_switch_in_a_fresh_process(tiny_q4_k):
+    job = json.dumps({"model": tiny_q4_k, "n_ctx": 256, "n_gpu_layers": 0, "flash_attn": False, "max_batch": 9,
+                      "llama_kwargs": {}, "depths": [8, 100]})
+    answers = {}
+    for label, env in (("default", {}), ("tiled off", {"GGML_CPU_TILED_MM": "0"})):
+        p = subprocess.run([sys.executable, str(GPU / "invariance_probe.py"), job], capture_output=True, text=True,
+                           env={**os.environ, **env}, timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        answers[label] = json.loads(p.stdout.strip().splitlines()[-1])
+    assert answers["default"]["invariant_sizes"] == list(range(1, 8))
+    assert answers["default"]["failed_at"] == {"8": 8, "9": 8}
+    assert answers["tiled off"]["invariant_sizes"] == list(range(1, 10))
+    bad = subprocess.run([sys.executable, str(GPU / "invariance_probe.py")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Usage" in bad.stderr

@@ -191,8 +191,12 @@ def main() -> int:
     print(f"trimmed sdist: {sdist['bytes'] / 2**20:.1f} MiB compressed, {sdist['kept_files']} files "
           f"({sdist['kept_bytes'] / 2**20:.1f} MiB unpacked; {sdist['dropped_bytes'] / 2**20:.1f} MiB dropped)")
     print("wheels: " + ", ".join(w["file"] for w in manifest["wheels"]))
-    print(f"model: {manifest['model']['filename']} in {len(manifest['model']['parts'])} parts; "
-          "scripts/gpu/README.md has the device calls")
+    print(f"model: {manifest['model']['filename']} in {len(manifest['model']['parts'])} parts")
+    from device_calls import RUN, STASH
+
+    print("the device calls (scripts/gpu/README.md), call 2 at once after call 1:")
+    for name, call in (("call 1", STASH), ("call 2", RUN)):
+        print(f"{name}: {json.dumps(call)}")
     return 0
 
 

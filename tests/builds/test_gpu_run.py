@@ -158,12 +158,12 @@ def test_device_calls_fit_the_tool_and_match_the_readme():
     for name, call in device_calls.CALLS.items():
         assert len(str(call["command"])) <= device_calls.COMMAND_LIMIT
         assert str(call["command"]) in readme, name
-        for path in call["carry"]:        # type: ignore[attr-defined]
+        for path in call["carry"]:
             assert path.startswith(".gpu-carry/") and f'"{path}"' in readme
-    assert 0 < device_calls.RUN["timeout_s"] <= device_calls.CALL_LIMIT_S     # type: ignore[operator]
+    assert 0 < device_calls.RUN["timeout_s"] <= device_calls.CALL_LIMIT_S
     budget = int(re.search(r"--budget (\d+)", str(device_calls.RUN["command"])).group(1))  # type: ignore[union-attr]
     hard = int(re.search(r"timeout -k 5 (\d+)", str(device_calls.RUN["command"])).group(1))  # type: ignore[union-attr]
-    assert budget < hard < device_calls.RUN["timeout_s"]     # type: ignore[operator]
+    assert budget < hard < device_calls.RUN["timeout_s"]
     call = device_calls.resume_call(300)
     assert "--budget 300" in call["command"] and "timeout -k 5 320" in call["command"] and call["timeout_s"] == 350
     with pytest.raises(ValueError):
@@ -251,3 +251,30 @@ def test_replay_names_what_is_wrong_with_a_curve(tmp_path: Path, spec, needle):
     path = made_up_gpu_results(tmp_path / "gpu.json")
     with pytest.raises(replay.CurveError, match=re.escape(needle)):
         replay.load_curve(spec.format(path=path, missing=tmp_path / "none.json"), {})
+
+
+def test_replay_predicts_speed_ups_under_a_gpu_curve(tmp_path: Path, smollm2_path):
+    """The command docs/performance.md gives for the GPU run's results, on a made-up
+    flat curve (every batch up to 64 for about one token): exact mode with the four
+    sizes the made-up check passed, and fast mode with every size."""
+    import subprocess
+    import sys
+
+    path = made_up_gpu_results(tmp_path / "gpu.json")
+    report = str(ROOT / "bench" / "results" / "suite-smollm2-135m.json")
+    tables = {}
+    for mode, extra, header in (("exact", [], "max_draft 8, exact sizes"),
+                                ("fast", ["--all-sizes", "--max-draft", "16"], "max_draft 16, every size")):
+        p = subprocess.run([sys.executable, str(ROOT / "bench" / "replay.py"), report, "--cost-curve",
+                            f"{path}#smollm2-135m/fa_off", *extra], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        rows = {line.split("|")[1].strip(): float(line.split("|")[2].strip().rstrip("x"))
+                for line in p.stdout.splitlines() if line.startswith("| ") and "x |" in line}
+        assert len(rows) == 6 and all(v >= 1.0 for v in rows.values()), p.stdout
+        assert header in p.stdout
+        tables[mode] = rows
+    # Longer drafts on a flat curve: fast mode verifies more per pass where text repeats.
+    assert tables["fast"]["code_editing"] > tables["exact"]["code_editing"]
+    q = subprocess.run([sys.executable, str(ROOT / "bench" / "replay.py"), report, "--cost-curve", str(path)],
+                       capture_output=True, text=True, timeout=300)
+    assert q.returncode == 2 and "name one as" in q.stderr and "Traceback" not in q.stderr

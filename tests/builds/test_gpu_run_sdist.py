@@ -32,8 +32,9 @@ def trimmed_source(tmp_path_factory) -> tuple[Path, Any, Path]:
     sdist = prepare.download_sdist(folder)
     out = folder / "trimmed.tar.gz"
     report = trim_sdist.trim(sdist, out)
+    safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
     with tarfile.open(out) as tar:
-        tar.extractall(folder / "src", **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        tar.extractall(folder / "src", **safe)
     return out, report, folder / "src" / report.top
 
 
@@ -42,10 +43,7 @@ def test_the_trimmed_sdist_is_small_and_cmake_configures_it(trimmed_source, tmp_
     assert report.top == f"llama_cpp_python-{prepare.LLAMA_CPP_PYTHON_VERSION}"
     assert out.stat().st_size < 8 * 2**20            # measured: 3.4 MiB
     assert report.dropped_bytes > 150 * 2**20         # models, docs, the web UI, other backends
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-    from install_llama_cpp import load_llama_build
-
-    flags = load_llama_build().cmake_args("exact", environ={})
+    flags = gpu_module("gpu_run").cmake_flags(cpu=True)      # what the run builds with, less CUDA
     bin_dir = Path(sys.executable).parent
     p = subprocess.run(["cmake", "-S", str(src), "-B", str(tmp_path / "build"), "-G", "Ninja", *flags],
                        capture_output=True, text=True, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
@@ -117,3 +115,32 @@ def test_the_probe_sees_a_runtime_switch_in_a_fresh_process(tiny_q4_k):
     assert answers["tiled off"]["invariant_sizes"] == list(range(1, 10))
     bad = subprocess.run([sys.executable, str(GPU / "invariance_probe.py")], capture_output=True, text=True)
     assert bad.returncode == 2 and "Usage" in bad.stderr
+
+
+@pytest.mark.model
+def test_measure_checks_times_and_diagnoses_a_model(tiny_q4_k, tmp_path: Path):
+    """measure.py's steps on the tiny Q4_K model, as the GPU run takes them (on the CPU
+    build): sizes up to 9 at depth, r(B) at two contexts, then the diagnosis of size 8."""
+    import dataclasses
+    import time
+
+    measure = gpu_module("measure")
+    plan = dataclasses.replace(measure.quick_plan(), n_ctx=256, max_batch=9, diagnose_up_to=9, curve_max=9,
+                               contexts=(16, 64))
+    results = measure.Results(tmp_path / "results.json", time.time() + 900, {})
+    measure.measure_model(results, "tiny", tiny_q4_k, plan)
+    measure.diagnose(results, "tiny", tiny_q4_k, plan)
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert all(s["status"] == "ok" for s in data["steps"]), data["steps"]
+    for setting in ("fa_off", "fa_on"):
+        entry = data["models"]["tiny"]["settings"][setting]
+        assert entry["invariance"]["invariant_sizes"] == list(range(1, 8)), setting
+        assert entry["llama_kwargs"]["flash_attn"] == (setting == "fa_on")
+        cost = entry["cost"]
+        assert cost["contexts"] == [16, 64] and [len(s) for s in cost["seconds"]] == [9, 9]
+        assert cost["verify_cost"][0] == 1.0 and all(t > 0 for s in cost["seconds"] for t in s)
+        diag = data["diagnosis"][f"tiny {setting}"]
+        assert diag["size"] == 8 and diag["depth"] == 8
+        assert diag["switches"]["GGML_CPU_TILED_MM=0"]["invariant_sizes"] == list(range(1, 10))
+        assert diag["op_diff"]["first"]["name"] == "Qcur-0" and diag["op_diff"]["first"]["op"] == "MUL_MAT"
+    assert "| tiny | fa_off | sizes 1-7 bit-exact" in measure.summary_table(data)

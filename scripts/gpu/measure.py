@@ -23,8 +23,9 @@ suite, the diagnosis, then the other synthetic shapes. With ``--cpu --quick``
 (the CPU test) the sizes, depths, rounds and shapes are small.
 
 Usage: python scripts/gpu/measure.py --out results.json --deadline EPOCH --work DIR --gguf-py DIR
-           [--model GGUF] [--cpu] [--quick] [--setup JSON]
-(gpu_run.py runs it with the installed packages on PYTHONPATH.)
+           [--model NAME] [--cpu] [--quick] [--setup JSON] [--keep DIR] [--resume EARLIER.json]
+(gpu_run.py runs it with the installed packages on PYTHONPATH and NGRAMSPEC_CACHE_DIR
+holding the stitched model.)
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,6 @@ class Plan:
         ("GGML_CUDA_DISABLE_GRAPHS=1", {"GGML_CUDA_DISABLE_GRAPHS": "1"}, {}),
         ("offload_kqv=False (attention on the CPU)", {}, {"offload_kqv": False}),
     )
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def quick_plan() -> Plan:

@@ -8,8 +8,9 @@ llama-cpp-python's default settings (``fa_off``: flash attention off) and with
 ``flash_attn=True`` (``fa_on``), every layer offloaded:
 
 1. ``check_batch_invariance`` at depth (the engine's depths up to 1,024 cached
-   tokens; sizes 1-16, 24, 32, 33): which verify batch sizes are bit-exact;
-2. the verify cost r(B) for B = 1..64, after 128 and after 1,024 cached tokens
+   tokens; the sizes exact mode may use: 1-16, 17, 21, 25, 33, 41, 49, 65): which
+   verify batch sizes are bit-exact;
+2. the verify cost r(B) for B = 1..65, after 128 and after 1,024 cached tokens
    (``measure_verify_cost``; the bench/context_cost.py format, which
    bench/replay.py reads);
 3. the quick suite (plain, exact mode "ngramspec", fast mode "ngramspec fast"):
@@ -57,8 +58,8 @@ class Plan:
     """How much of each measurement: the GPU run's, or the CPU test's (quick)."""
     n_gpu_layers: int = -1
     n_ctx: int = 4096
-    max_batch: int = 33                 # check_sizes(33): 1-16, 24, 32, 33
-    curve_max: int = 64
+    max_batch: int = 65                 # check_sizes(65): 1-16, 17, 21, 25, 33, 41, 49, 65 (exact mode's)
+    curve_max: int = 65
     curve_reps: int = 5
     contexts: tuple[int, ...] = (128, 1024)
     suite_rounds: int = 3
@@ -385,7 +386,11 @@ def main() -> int:
         plan.n_gpu_layers = 0
     opts.work.mkdir(parents=True, exist_ok=True)
     previous = json.loads(opts.resume.read_text()) if opts.resume and opts.resume.is_file() else None
-    results = Results(opts.out, opts.deadline, {**json.loads(opts.setup), "plan": asdict(plan)}, opts.keep, previous)
+    import ngramspec  # noqa: F401  - on an exact build its import sets GGML_CPU_TILED_MM=0: record what holds
+
+    environment = {k: v for k, v in sorted(os.environ.items()) if k.startswith("GGML_")}
+    results = Results(opts.out, opts.deadline, {**json.loads(opts.setup), "plan": asdict(plan),
+                                                "environment": environment}, opts.keep, previous)
     real = opts.model
     if real:
         from ngramspec.models import resolve_model_path

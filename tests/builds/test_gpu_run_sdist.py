@@ -83,21 +83,23 @@ def tiny_q4_k(trimmed_source, tmp_path_factory) -> str:
                                gguf_py=gguf_py))
 
 
+def _tiled_on() -> dict[str, str]:
+    """The environment with the tiled K-quant matmul kept on (importing ngramspec turns it off on an exact build)."""
+    return {**os.environ, "GGML_CPU_TILED_MM": "1"}
+
+
 @pytest.mark.model
 def test_op_diff_finds_the_matmul_that_rounds_a_batch_of_8_differently(tiny_q4_k):
-    import llama_cpp
-
-    op_diff = gpu_module("op_diff")
-    llm = llama_cpp.Llama(tiny_q4_k, n_ctx=256, verbose=False, seed=0)
-    try:
-        found = op_diff.first_differences(llm, size=8, depth=8)
-        below = op_diff.first_differences(llm, size=7, depth=8)
-    finally:
-        llm.close()
+    found = {}
+    for size in (8, 7):
+        p = subprocess.run([sys.executable, str(GPU / "op_diff.py"), tiny_q4_k, "--size", str(size), "--depth", "8",
+                            "--n-ctx", "256"], capture_output=True, text=True, env=_tiled_on(), timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        found[size] = json.loads(p.stdout)
     # The first node of the graph that is a K-quant matmul: layer 0's query projection.
-    assert found["first"]["op"] == "MUL_MAT" and found["first"]["name"] == "Qcur-0", found["first"]
-    assert found["differing_count"] > 10 and found["compared"] > 50
-    assert below["first"] is None and below["compared"] == found["compared"]
+    assert found[8]["first"]["op"] == "MUL_MAT" and found[8]["first"]["name"] == "Qcur-0", found[8]["first"]
+    assert found[8]["differing_count"] > 10 and found[8]["compared"] > 50
+    assert found[7]["first"] is None and found[7]["compared"] == found[8]["compared"]
 
 
 @pytest.mark.model
@@ -105,32 +107,44 @@ def test_the_probe_sees_a_runtime_switch_in_a_fresh_process(tiny_q4_k):
     job = json.dumps({"model": tiny_q4_k, "n_ctx": 256, "n_gpu_layers": 0, "flash_attn": False, "max_batch": 9,
                       "llama_kwargs": {}, "depths": [8, 100]})
     answers = {}
-    for label, env in (("default", {}), ("tiled off", {"GGML_CPU_TILED_MM": "0"})):
+    for label, value in (("tiled on", "1"), ("tiled off", "0")):
         p = subprocess.run([sys.executable, str(GPU / "invariance_probe.py"), job], capture_output=True, text=True,
-                           env={**os.environ, **env}, timeout=600)
+                           env={**os.environ, "GGML_CPU_TILED_MM": value}, timeout=600)
         assert p.returncode == 0, p.stderr[-2000:]
         answers[label] = json.loads(p.stdout.strip().splitlines()[-1])
-    assert answers["default"]["invariant_sizes"] == list(range(1, 8))
-    assert answers["default"]["failed_at"] == {"8": 8, "9": 8}
+    assert answers["tiled on"]["invariant_sizes"] == list(range(1, 8))
+    assert answers["tiled on"]["failed_at"] == {"8": 8, "9": 8}
     assert answers["tiled off"]["invariant_sizes"] == list(range(1, 10))
     bad = subprocess.run([sys.executable, str(GPU / "invariance_probe.py")], capture_output=True, text=True)
     assert bad.returncode == 2 and "Usage" in bad.stderr
 
 
+# measure.py's steps on the tiny Q4_K model, as the GPU run takes them, in a process of
+# their own with the tiled kernel on: sizes up to 9 at depth, r(B) at two contexts,
+# then the diagnosis of size 8 (the probe's switch: the tiled kernel off).
+_MEASURE = """
+import dataclasses, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import measure
+model, out = sys.argv[2], Path(sys.argv[3])
+plan = dataclasses.replace(measure.quick_plan(), n_ctx=256, max_batch=9, diagnose_up_to=9, curve_max=9,
+                           contexts=(16, 64))
+results = measure.Results(out, time.time() + 900, {})
+measure.measure_model(results, "tiny", model, plan)
+measure.diagnose(results, "tiny", model, plan)
+print(measure.summary_table(results.data))
+"""
+
+
 @pytest.mark.model
 def test_measure_checks_times_and_diagnoses_a_model(tiny_q4_k, tmp_path: Path):
-    """measure.py's steps on the tiny Q4_K model, as the GPU run takes them (on the CPU
-    build): sizes up to 9 at depth, r(B) at two contexts, then the diagnosis of size 8."""
-    import dataclasses
-    import time
-
-    measure = gpu_module("measure")
-    plan = dataclasses.replace(measure.quick_plan(), n_ctx=256, max_batch=9, diagnose_up_to=9, curve_max=9,
-                               contexts=(16, 64))
-    results = measure.Results(tmp_path / "results.json", time.time() + 900, {})
-    measure.measure_model(results, "tiny", tiny_q4_k, plan)
-    measure.diagnose(results, "tiny", tiny_q4_k, plan)
-    data = json.loads((tmp_path / "results.json").read_text())
+    out = tmp_path / "results.json"
+    p = subprocess.run([sys.executable, "-c", _MEASURE, str(GPU), tiny_q4_k, str(out)], capture_output=True,
+                       text=True, env=_tiled_on(), timeout=1200)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "| tiny | fa_off | sizes 1-7 bit-exact" in p.stdout
+    data = json.loads(out.read_text())
     assert all(s["status"] == "ok" for s in data["steps"]), data["steps"]
     for setting in ("fa_off", "fa_on"):
         entry = data["models"]["tiny"]["settings"][setting]
@@ -143,4 +157,3 @@ def test_measure_checks_times_and_diagnoses_a_model(tiny_q4_k, tmp_path: Path):
         assert diag["size"] == 8 and diag["depth"] == 8
         assert diag["switches"]["GGML_CPU_TILED_MM=0"]["invariant_sizes"] == list(range(1, 10))
         assert diag["op_diff"]["first"]["name"] == "Qcur-0" and diag["op_diff"]["first"]["op"] == "MUL_MAT"
-    assert "| tiny | fa_off | sizes 1-7 bit-exact" in measure.summary_table(data)

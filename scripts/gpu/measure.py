@@ -130,6 +130,8 @@ class Results:
             self.save()
             raise _Skipped
         print(f"step {name} ({self.left():.0f} s left)", flush=True)
+        record["status"] = "started, not finished (killed at the deadline?)"   # what stays if it is killed
+        self.save()
         t0 = time.perf_counter()
         try:
             yield record
@@ -280,7 +282,7 @@ def suite_setting(results: Results, name: str, plan: Plan, out_dir: Path, settin
                               for m, v in f.methods.items() if m != "plain")
             print(f"  {setting} {f.name}: plain {f.methods['plain'].decode_tok_s:.0f} tok/s; {cells}", flush=True)
 
-    run_step(results, f"suite {name} {setting}", 30, body)
+    run_step(results, f"suite {name} {setting}", 60, body)
 
 
 def suite_summary(figs: Any, suite: Any) -> dict[str, Any]:

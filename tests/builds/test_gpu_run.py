@@ -178,6 +178,13 @@ def test_the_carried_folders_are_ignored_by_git():
 def test_measure_skips_steps_past_the_deadline_and_keeps_going_after_an_error(tmp_path: Path):
     results = measure.Results(tmp_path / "results.json", time.time() + 100, {"commit": "abc"}, keep=tmp_path / "keep")
     ran = []
+
+    def while_running(rec):   # a step killed now leaves this on disk
+        saved = json.loads((tmp_path / "results.json").read_text())
+        ran.append(saved["steps"][-1]["status"])
+
+    measure.run_step(results, "first", 1, while_running)
+    assert ran.pop() == "started, not finished (killed at the deadline?)"
     assert measure.run_step(results, "a", 1, lambda rec: ran.append("a"))
     assert measure.run_step(results, "b", 1, lambda rec: 1 / 0)                     # an error is recorded
     results.setting("m", "fa_off")["seconds"] = [float("nan"), 1.0]                  # saved as null

@@ -8,7 +8,10 @@ with the model-free limit on the same tokens. Only the decode cost is modelled
 (no Python overhead), so it ranks policies; the suite measures them.
 
 --cost-curve replays under another machine's curve: a JSON file ({"verify_cost":
-[r(1), r(2), ...], "exact_sizes": [...]} or a bare list), or a preset:
+[r(1), r(2), ...], "exact_sizes": [...]} or a bare list), the GPU run's results
+(scripts/gpu/measure.py) as FILE#MODEL/SETTING (its r(B) after 128 cached tokens and
+the sizes its check found bit-exact at depth, e.g.
+gpu-results.json#smollm2-135m/fa_off), or a preset:
   avx2      the AVX2 EPYC of the last suite runs, 2 threads (this run's own curve
             when the report was measured there; r(7) about 4.3-4.9);
   cpu-1t    a 1-thread CPU curve (measured: r(2) 1.15, r(4) 1.75, r(7) 2.8, r(8) 3.5);
@@ -31,12 +34,14 @@ it is the policy's uncertainty about which draft is right and for how long.
 (python -m ngramspec.suite.predicted_edit) with each item's prediction, or its
 unrelated wrong one, as the engine's PredictionProposer.
 
-With --context-cost (a JSON from bench/context_cost.py), every pass is also
-priced at the context length it runs at, the replayed schedule and the limit
-alike, and plain decoding by the same clock.
+With --context-cost (a JSON from bench/context_cost.py, or the GPU run's results as
+FILE#MODEL/SETTING), every pass is also priced at the context length it runs at, the
+replayed schedule and the limit alike, and plain decoding by the same clock.
 
 Usage: python bench/replay.py bench/results/suite-qwen2.5-coder-0.5b.json [--max-draft 8]
            [--cost-curve gpu] [--context-cost bench/results/context-cost-qwen2.5-coder-0.5b.json]
+       python bench/replay.py bench/results/suite-smollm2-135m.json \
+           --cost-curve gpu-results.json#smollm2-135m/fa_off [--all-sizes]
 """
 from __future__ import annotations
 
@@ -70,16 +75,64 @@ PRESETS: dict[str, tuple[list[float], list[int]]] = {
 }
 
 
+class CurveError(ValueError):
+    """A --cost-curve or --context-cost that names no usable curve; the message says why."""
+
+
+def gpu_entry(spec: str) -> dict:
+    """The measurements of one model and setting in the GPU run's results
+    (scripts/gpu/measure.py), named FILE#MODEL/SETTING: {"cost": {"verify_cost",
+    "contexts", "seconds", ...}, "invariance": {"invariant_sizes", ...}, ...}."""
+    path, _, key = spec.partition("#")
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise CurveError(f"{path}: cannot be read as JSON: {e}") from None
+    models = raw.get("models") if isinstance(raw, dict) else None
+    if not isinstance(models, dict):
+        raise CurveError(f"{path}: not the GPU run's results (no \"models\"); FILE#MODEL/SETTING is for those")
+    choices = [f"{m}/{s}" for m, entry in models.items() for s in entry.get("settings", {})]
+    model, _, setting = key.partition("/")
+    entry = models.get(model, {}).get("settings", {}).get(setting)
+    if entry is None:
+        raise CurveError(f"{path}: no {key!r} in it; choose one of: {', '.join(choices) or 'none measured'}")
+    if "cost" not in entry:
+        raise CurveError(f"{path}#{key}: its cost curve was not measured (see the run's steps)")
+    return dict(entry)
+
+
 def load_curve(spec: str, data: dict) -> tuple[list[float], list[int]]:
     if spec == "avx2":
         return data["verify_cost"], data["invariant_sizes"]
     if spec in PRESETS:
         return PRESETS[spec]
-    raw = json.loads(Path(spec).read_text())
+    if "#" in spec:
+        entry = gpu_entry(spec)
+        cost = [float(x) for x in entry["cost"]["verify_cost"]]
+        # Sizes the check at depth did not find bit-exact, or did not check, stay out of exact mode.
+        exact = entry.get("invariance", {}).get("invariant_sizes", [1])
+        return cost, [int(b) for b in exact]
+    try:
+        raw = json.loads(Path(spec).read_text())
+    except (OSError, ValueError) as e:
+        raise CurveError(f"--cost-curve {spec}: neither a preset ({', '.join(['avx2', *PRESETS])}) nor a readable "
+                         f"JSON file: {e}") from None
     if isinstance(raw, list):
         return [float(x) for x in raw], list(range(1, len(raw) + 1))
+    if isinstance(raw, dict) and "models" in raw:
+        raise CurveError(f"--cost-curve {spec}: the GPU run's results hold several curves; name one as "
+                         f"{spec}#MODEL/SETTING")
     cost = [float(x) for x in raw["verify_cost"]]
     return cost, [int(b) for b in raw.get("exact_sizes", range(1, len(cost) + 1))]
+
+
+def load_context_cost(spec: str) -> ContextCost:
+    """A ContextCost from bench/context_cost.py's JSON, or from the GPU run's results (FILE#MODEL/SETTING)."""
+    if "#" in spec:
+        cost = gpu_entry(spec)["cost"]
+        return ContextCost(cost["contexts"], cost["seconds"])
+    raw = json.loads(Path(spec).read_text())
+    return ContextCost(raw["contexts"], raw["seconds"])
 
 
 def best_in_hindsight(offered: list[Proposal], truth: list[int], cost: list[float],
@@ -145,8 +198,10 @@ def main() -> int:
     ap.add_argument("--all-sizes", action="store_true",
                     help="fast mode (exact=False): every batch size of the curve is allowed, for the replay and the "
                          "limit alike, and the policy prices the curve's shape")
-    ap.add_argument("--cost-curve", default="avx2", help="a JSON file or a preset: avx2 (the run's own), cpu-1t, gpu")
-    ap.add_argument("--context-cost", help="JSON from bench/context_cost.py")
+    ap.add_argument("--cost-curve", default="avx2", help="a JSON file, the GPU run's results as FILE#MODEL/SETTING, or "
+                    "a preset: avx2 (the run's own), cpu-1t, gpu")
+    ap.add_argument("--context-cost", help="JSON from bench/context_cost.py, or the GPU run's results as "
+                    "FILE#MODEL/SETTING")
     ap.add_argument("--keep-acceptance", action="store_true",
                     help="one policy for all outputs, in the report's order, carrying its acceptance estimates "
                          "from one generation to the next (the default starts each from the priors, as the engine "
@@ -168,17 +223,19 @@ def main() -> int:
         a, b, f = opts.burst.split(":")
         burst = (int(a), int(b), float(f))
     data = json.loads(Path(opts.report).read_text())
+    try:
+        cost, exact_sizes = load_curve(opts.cost_curve, data)
+        priced = load_context_cost(opts.context_cost) if opts.context_cost else None
+        believed = load_curve(opts.believed_curve, data)[0] if opts.believed_curve else None
+    except CurveError as e:
+        print(f"replay.py: {e}", file=sys.stderr)
+        return 2
     llm = llama_cpp.Llama(model_path(data["model"]), vocab_only=True, verbose=False)
     names = sorted({r["workload"] for r in data["runs"]})
     items = {(w.name, i.label): i for w in sources.build(llm, data["quick"], names) for i in w.items}
-    cost, exact_sizes = load_curve(opts.cost_curve, data)
     max_draft = min(opts.max_draft, len(cost) - 1)
     sizes = [opts.all_sizes or b in exact_sizes for b in range(1, len(cost) + 1)]
     allowed = np.array([False] + sizes[: max_draft + 1], dtype=bool)
-    priced = None
-    if opts.context_cost:
-        raw = json.loads(Path(opts.context_cost).read_text())
-        priced = ContextCost(raw["contexts"], raw["seconds"])
     by_workload: dict[str, list[tuple[float, ...]]] = {}
 
     carried: list[CostAwarePolicy] = []
@@ -192,7 +249,7 @@ def main() -> int:
         learn = bool(opts.believed_curve)
         policy = CostAwarePolicy(max_draft + 1, learn_cost=learn, keep_acceptance=opts.keep_acceptance,
                                  explore=learn and not opts.no_explore)
-        start = load_curve(opts.believed_curve, data)[0] if opts.believed_curve else cost
+        start = believed if believed is not None else cost
         policy.calibrate({b + 1: c for b, c in enumerate(start[: max_draft + 1])}, shape=opts.all_sizes)
         policies.append(policy)
         if opts.keep_acceptance:

@@ -128,6 +128,7 @@ def test_bench_quick_writes_a_well_formed_report(tmp_path: Path, smollm2_path):
         assert w["methods"]["ngramspec"]["identical"] is True
         assert w["methods"]["plain"]["decode_tok_s"] > 0
     assert data["verify_cost"][0] == 1.0 and len(data["verify_cost"]) == 17
+    assert data["llama_settings"] == {"n_gpu_layers": 0, "flash_attn": False}
     assert set(data["peak_rss_mib"]) == {"plain", "prompt lookup", "ngramspec"}
     assert all(v > 50 for v in data["peak_rss_mib"].values())
     for plot in ["speedup", "acceptance", "tokens-per-pass", "verify-cost"]:
@@ -149,6 +150,7 @@ def test_bench_quick_writes_a_well_formed_report(tmp_path: Path, smollm2_path):
     (["generate", "--max-tokens", "many"], "invalid int value"),
     (["bench", "--rounds", "0"], "must be >= 1"),
     (["bench", "--threads", "0"], "--threads must be >= 1"),
+    (["bench", "--n-gpu-layers", "-2"], "--n-gpu-layers must be >= -1"),
     (["doctor", "--threads", "0"], "--threads must be >= 1"),
     (["doctor", "--max-batch", "0"], "--max-batch must be >= 1"),
     (["bench", "--server-modes", "ngram-fast"], "unknown mode(s) ['ngram-fast']"),

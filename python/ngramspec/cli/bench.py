@@ -13,11 +13,14 @@ from ngramspec.errors import MissingChatTemplateError, UserError
 
 def run(args: argparse.Namespace) -> int:
     from ngramspec.suite import run_suite
+    from ngramspec.suite.llama_settings import LlamaSettings
     from ngramspec.suite.other_build import OtherBuildError
     from ngramspec.suite.sources import MissingMaterialError
 
     if args.rounds is not None and args.rounds < 1:
         raise UserError("--rounds must be >= 1")
+    if args.n_gpu_layers < -1:
+        raise UserError("--n-gpu-layers must be >= -1 (-1: every layer)")
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {args.out}: exists and is not a directory (give a directory for the report)")
@@ -59,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
                        server_modes=args.server_modes.split(",") if args.server_modes else (),
                        serve=args.serve, other_python=args.other_build, workloads=workloads,
                        other_server=args.other_llama_server,
+                       settings=LlamaSettings(n_gpu_layers=args.n_gpu_layers, flash_attn=args.flash_attn),
                        command="ngramspec bench " + " ".join(sys.argv[2:]))
     except MissingMaterialError as e:
         raise UserError(str(e)) from None

@@ -95,6 +95,11 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="interleaved rounds (default: 3, or 1 with --quick)")
     b.add_argument("--threads", type=int, default=None,
                    help="llama.cpp threads for every method, one-token and batched decoding alike")
+    b.add_argument("--n-gpu-layers", type=int, default=0, metavar="N",
+                   help="layers every method offloads to the GPU on a GPU build of llama.cpp (-1: all; default 0, "
+                        "llama-cpp-python's)")
+    b.add_argument("--flash-attn", action="store_true",
+                   help="flash attention on for every method (llama-cpp-python's default is off)")
     b.add_argument("--no-lookup", action="store_true", help="skip llama-cpp-python's prompt-lookup decoder")
     b.add_argument("--methods", default=None,
                    help="comma-separated in-process methods (default: plain,prompt lookup,ngramspec; "

@@ -2,25 +2,29 @@
 real workloads (sources), the methods (named in methods, loaded by loading, timed
 in in_process and run_record) run side by side (runner), the model-free limit
 (oracle), the figures (summary), and the report with its plots (report, plots,
-http_overhead). Imports run one way: methods, run_record -> loading -> in_process,
+http_overhead). Imports run one way: methods, llama_settings, run_record -> loading -> in_process,
 rss -> other_build, servers -> runner -> summary -> reports."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
+from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
+
 
 def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: str,
               threads: int | None = None, methods: Sequence[str] | None = None, rss: bool = True,
               plot: bool = True, progress: bool = True, server: str | None = None,
               server_modes: Sequence[str] = (), serve: bool = False, other_python: str | None = None,
-              workloads: Sequence[str] | None = None, other_server: str | None = None) -> Path:
+              workloads: Sequence[str] | None = None, other_server: str | None = None,
+              settings: LlamaSettings | None = None) -> Path:
     """Runs the whole suite and writes its report; returns the Markdown file's path.
     serve: also run ``ngramspec serve`` over HTTP (method "ngramspec serve").
     other_python: also run plain, ngramspec and ngramspec fast on that Python's
     llama-cpp-python build (runner.Suite).
     workloads: the workloads to run (default: sources.DEFAULT_WORKLOADS).
-    other_server: a llama-server built with the other build's flags (runner.Suite)."""
+    other_server: a llama-server built with the other build's flags (runner.Suite).
+    settings: GPU offload and flash attention for every method (default: llama-cpp-python's)."""
     from ngramspec.suite import report, runner, sources, summary
     from ngramspec.suite.methods import EXTRA_METHODS, METHODS
     from ngramspec.suite.provenance import git_commit
@@ -29,11 +33,12 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
     if rounds < 1:
         raise ValueError("rounds must be >= 1")
     sources.check_installed(plots=plot)
+    settings = settings or LLAMA_DEFAULTS
     suite = runner.Suite(model, quick=quick, threads=threads, methods=tuple(methods or METHODS),
                          progress=progress, server=server, server_modes=tuple(server_modes),
                          serve=serve, other_python=other_python,
                          workloads=tuple(workloads) if workloads is not None else None,
-                         other_server=other_server)
+                         other_server=other_server, settings=settings)
     peaks: dict[str, float] = {}
     try:
         runs = suite.run(rounds)
@@ -49,6 +54,6 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
         failed = {(r.workload, r.item) for r in runs if r.error}
         longest = max((i for w in suite.workloads for i in w.items if (w.name, i.label) not in failed),
                       key=lambda i: len(i.prompt))
-        peaks = {**{m: peak_rss_mib(suite.path, m, longest, suite.n_ctx, threads) for m in suite.methods
+        peaks = {**{m: peak_rss_mib(suite.path, m, longest, suite.n_ctx, threads, settings) for m in suite.methods
                     if m in METHODS + EXTRA_METHODS}, **peaks}
     return report.write(Path(out_dir), suite, figs, runs, rounds, command, git_commit(), peaks, plot=plot)

@@ -20,6 +20,7 @@ import urllib.request
 from typing import Any
 
 from ngramspec.errors import NgramspecError
+from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.rss import vmhwm_mib
 
 # "none" is the server decoding plainly: its own baseline, next to ours.
@@ -65,11 +66,12 @@ class ServerProcess:
 
 class LlamaServer(ServerProcess):
     """binary: path to llama-server. mode: a --spec-type, "none", or "draft" (with
-    ``draft``, the draft model's GGUF path)."""
+    ``draft``, the draft model's GGUF path). settings: GPU offload and flash
+    attention, as the suite's other methods have them."""
 
     def __init__(self, binary: str, model: str, mode: str, n_ctx: int, threads: int,
                  startup_timeout_s: float = 300.0, draft: str | None = None,
-                 threads_batch: int | None = None) -> None:
+                 threads_batch: int | None = None, settings: LlamaSettings = LLAMA_DEFAULTS) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown llama-server mode {mode!r}; choose from {list(MODES)}")
         if (mode == "draft") != (draft is not None):
@@ -79,7 +81,7 @@ class LlamaServer(ServerProcess):
         batch = threads_batch or threads
         cmd = [binary, "-m", model, "-c", str(n_ctx), "-t", str(threads), "-tb", str(batch),
                "--host", "127.0.0.1", "--port", str(self.port), "-np", "1", "-b", "512", "-ub", "512",
-               "-fa", "off", "--cache-ram", "0", "--no-webui"]
+               *settings.llama_server_args(draft=mode == "draft"), "--cache-ram", "0", "--no-webui"]
         if mode == "draft":
             assert draft is not None
             cmd += ["-md", draft, "--spec-type", "draft-simple", "-td", str(threads), "-tbd", str(batch)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.methods import ENGINE_OPTIONS, LOOKUP_PRED_TOKENS, draft_model_for
 
 
@@ -16,11 +17,12 @@ def model_path(model: str) -> str:
     return resolve_model_path(model)
 
 
-def load(path: str, method: str, n_ctx: int, threads: int | None) -> Any:
-    """The ``Llama`` that ``method`` runs on (prompt lookup gets its draft model)."""
+def load(path: str, method: str, n_ctx: int, threads: int | None, settings: LlamaSettings = LLAMA_DEFAULTS) -> Any:
+    """The ``Llama`` that ``method`` runs on (prompt lookup gets its draft model),
+    with the run's GPU offload and flash attention (``settings``)."""
     from ngramspec.models import load_llama
 
-    kwargs: dict[str, Any] = {"n_ctx": n_ctx, "seed": 0, "n_threads": threads}
+    kwargs: dict[str, Any] = {"n_ctx": n_ctx, "seed": 0, "n_threads": threads, **settings.llama_kwargs()}
     if method == "prompt lookup":
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 

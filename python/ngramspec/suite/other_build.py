@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from ngramspec.errors import NgramspecError
 from ngramspec.suite.in_process import InProcessMethods
+from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.loading import load, make_engine
 from ngramspec.suite.methods import ENGINE_OPTIONS, MEASURED_MAX_BATCH, OTHER_BUILD_METHODS
 from ngramspec.suite.run_record import Run
@@ -40,7 +41,8 @@ class OtherBuild:
     """
 
     def __init__(self, python: str, model_path: str, n_ctx: int, threads: int | None, *,
-                 methods: tuple[str, ...] = OTHER_BUILD_METHODS, progress: bool = True) -> None:
+                 methods: tuple[str, ...] = OTHER_BUILD_METHODS, progress: bool = True,
+                 settings: LlamaSettings = LLAMA_DEFAULTS) -> None:
         from ngramspec.builds.kernel_env import peer_environ
 
         # The other build's own ngramspec decides its kernel switches, as it would for a user.
@@ -53,7 +55,7 @@ class OtherBuild:
             raise OtherBuildError(f"cannot start {python}: {e.strerror or e}") from None
         try:
             hello = self._ask({"model_path": model_path, "n_ctx": n_ctx, "threads": threads,
-                               "methods": list(methods), "progress": progress})
+                               "methods": list(methods), "progress": progress, "settings": asdict(settings)})
         except BaseException:
             self.close()
             raise
@@ -112,7 +114,8 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
         answers.flush()
 
     setup = json.loads(requests.readline())
-    llm = load(setup["model_path"], "plain", setup["n_ctx"], setup["threads"])
+    llm = load(setup["model_path"], "plain", setup["n_ctx"], setup["threads"],
+               LlamaSettings.from_dict(setup.get("settings")))
     invariance = check_batch_invariance(llm, max_batch=MEASURED_MAX_BATCH, progress=setup["progress"])
     engines = {m: make_engine(llm, m, invariance=invariance) for m in setup["methods"] if m in ENGINE_OPTIONS}
     for engine in engines.values():

@@ -28,7 +28,7 @@ def machine(suite: Suite) -> str:
 
     return (f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
             f"llama-cpp-python {llama_cpp.__version__} ({build_label()}), "
-            f"n_threads={suite.threads}, n_threads_batch={suite.threads_batch}")
+            f"n_threads={suite.threads}, n_threads_batch={suite.threads_batch}, {suite.settings.describe()}")
 
 
 def builds_line(suite: Suite) -> list[str]:
@@ -254,6 +254,7 @@ def to_json(suite: Suite, figs: Sequence[WorkloadFigures], runs: Sequence[Run], 
     return {
         "model": suite.model, "quick": suite.quick, "machine": machine(suite), "command": command,
         "commit": commit, "methods": list(suite.methods), "all_methods": list(METHODS),
+        "llama_settings": asdict(suite.settings),
         "verify_cost": suite.cost.relative, "single_token_seconds": suite.cost.single_seconds,
         "invariant_sizes": suite.invariance.invariant_sizes, "peak_rss_mib": rss,
         "workloads": [{**asdict(f), "limit_speedup": f.limit.speedup, "perfect_speedup": f.perfect.speedup}

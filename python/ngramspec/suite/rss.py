@@ -9,15 +9,18 @@ import subprocess
 import sys
 from dataclasses import asdict
 
+from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.loading import load, make_engine
 from ngramspec.suite.methods import ENGINE_OPTIONS
 from ngramspec.suite.sources import Item
 
 
-def peak_rss_mib(path: str, method: str, item: Item, n_ctx: int, threads: int | None) -> float:
+def peak_rss_mib(path: str, method: str, item: Item, n_ctx: int, threads: int | None,
+                 settings: LlamaSettings = LLAMA_DEFAULTS) -> float:
     """Peak resident memory of a fresh process that loads the model and runs one
     method on one item (MiB): each method's own footprint, not the suite's."""
-    job = json.dumps({"path": path, "method": method, "item": asdict(item), "n_ctx": n_ctx, "threads": threads})
+    job = json.dumps({"path": path, "method": method, "item": asdict(item), "n_ctx": n_ctx, "threads": threads,
+                      "settings": asdict(settings)})
     out = subprocess.run([sys.executable, "-m", "ngramspec.suite.rss"], input=job, capture_output=True, text=True,
                          check=False)
     if out.returncode != 0:
@@ -30,7 +33,7 @@ def main() -> None:
     job = json.load(sys.stdin)
     item = Item(**job["item"])
     method = job["method"]
-    llm = load(job["path"], method, job["n_ctx"], job["threads"])
+    llm = load(job["path"], method, job["n_ctx"], job["threads"], LlamaSettings.from_dict(job.get("settings")))
     if method in ENGINE_OPTIONS:
         make_engine(llm, method).generate(item.prompt, max_tokens=item.max_tokens, stop=item.stop or None)
     else:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ngramspec.suite import sources
 from ngramspec.suite.in_process import InProcessMethods
+from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.loading import load, make_engine, model_path
 from ngramspec.suite.methods import (
     DRAFT_METHODS,
@@ -59,29 +60,35 @@ class Suite:
         ``other_python``): its modes run too, named after that build
         ("exact-build llama-server ngram-mod"), so each build is compared with
         llama.cpp's own server on the same kernels.
+    settings: GPU offload and flash attention for every method (llama_settings.py);
+        the default is llama-cpp-python's (CPU, flash attention off).
     """
 
     def __init__(self, model: str, *, quick: bool, n_ctx: int = 4096, threads: int | None = None,
                  methods: tuple[str, ...] = METHODS, progress: bool = True, server: str | None = None,
                  server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
                  trace: bool = False, cost: Any = None, serve: bool = False,
-                 other_python: str | None = None, other_server: str | None = None) -> None:
+                 other_python: str | None = None, other_server: str | None = None,
+                 settings: LlamaSettings = LLAMA_DEFAULTS, invariance: Any = None) -> None:
         from ngramspec.calibration.cost_timing import measure_verify_cost
         from ngramspec.calibration.invariance import check_batch_invariance
 
         unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
         if unknown:
             raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS + EXTRA_METHODS)}")
-        self.model, self.quick, self.n_ctx = model, quick, n_ctx
+        self.model, self.quick, self.n_ctx, self.settings = model, quick, n_ctx, settings
         self.methods = ("plain",) + tuple(m for m in methods if m != "plain")
         self.path = model_path(model)
-        self.llm = load(self.path, "plain", n_ctx, threads)
+        self.llm = load(self.path, "plain", n_ctx, threads, settings)
         self.threads = self.llm.context_params.n_threads
         # llama.cpp decodes batches (prefill, verification) on n_threads_batch: every
         # method, llama-server included, gets the same pair (models.load_llama).
         self.threads_batch = self.llm.context_params.n_threads_batch
         self.workloads: list[Workload] = sources.build(self.llm, quick, workloads)
-        self.invariance = check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
+        # invariance: an InvarianceReport of this model, build and settings to use instead of
+        # checking again (a caller that has just checked; its sizes bound exact mode's)
+        self.invariance = invariance if invariance is not None else \
+            check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
         # cost: a CostCurve to use instead of measuring one (a machine too busy to time)
         self.cost = cost if cost is not None else measure_verify_cost(self.llm, MEASURED_MAX_BATCH,
                                                                       reps=3 if quick else 7, progress=progress)
@@ -91,11 +98,12 @@ class Suite:
         if any(m in DRAFT_METHODS for m in self.methods):
             from ngramspec.proposers.draft_model_loading import load_draft_model
 
-            self.draft_llm = load_draft_model(draft_model_for(model), self.llm)
+            self.draft_llm = load_draft_model(draft_model_for(model), self.llm, **settings.llama_kwargs())
         self.engines = {m: make_engine(self.llm, m, invariance=self.invariance,
                                        **({"draft_model": self.draft_llm} if m in DRAFT_METHODS else {}))
                         for m in ENGINE_OPTIONS if m not in DRAFT_METHODS or m in self.methods}
-        self.lookup = load(self.path, "prompt lookup", n_ctx, threads) if "prompt lookup" in self.methods else None
+        self.lookup = (load(self.path, "prompt lookup", n_ctx, threads, settings) if "prompt lookup" in self.methods
+                       else None)
         self.progress = progress
         if trace:   # every ngramspec pass recorded in stats.trace (SpeculativeEngine(trace=True))
             for e in self.engines.values():
@@ -106,11 +114,12 @@ class Suite:
         self.servers: dict[str, Any] = {}
         try:
             if other_python:
-                self.other = OtherBuild(other_python, self.path, n_ctx, threads, progress=progress)
+                self.other = OtherBuild(other_python, self.path, n_ctx, threads, progress=progress, settings=settings)
             if serve:
                 from ngramspec.suite.ngramspec_server import NgramspecServer
 
-                self.servers[SERVE_METHOD] = NgramspecServer(self.path, n_ctx, self.threads, self.threads_batch)
+                self.servers[SERVE_METHOD] = NgramspecServer(self.path, n_ctx, self.threads, self.threads_batch,
+                                                             extra_args=settings.serve_args())
             if other_server and self.other is None:
                 raise ValueError("other_server needs other_python: it is the other build's llama-server")
             binaries = [(server, "")] if server else []
@@ -123,7 +132,8 @@ class Suite:
                 for mode in server_modes or DEFAULT_MODES:
                     draft = model_path(draft_model_for(model)) if mode == "draft" else None
                     self.servers[f"{label}llama-server {mode}"] = LlamaServer(
-                        binary, self.path, mode, n_ctx, self.threads, draft=draft, threads_batch=self.threads_batch)
+                        binary, self.path, mode, n_ctx, self.threads, draft=draft, threads_batch=self.threads_batch,
+                        settings=settings)
         except BaseException:
             self.close()
             raise

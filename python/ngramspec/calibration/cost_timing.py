@@ -82,10 +82,12 @@ def _timed_passes(llm: Any, context_tokens: int, largest: int) -> Iterator[Calla
 
 
 def measure_verify_cost(llm: Any, max_batch: int, *, reps: int = 5, context_tokens: int = 128,
-                        progress: bool = False) -> CostCurve:
+                        progress: bool = False, sizes: Iterable[int] | None = None) -> CostCurve:
     """Median over ``reps`` sweeps of B = 1..max_batch, each pass after
-    ``context_tokens`` cached tokens. Clears the Llama's cache (its bookkeeping
-    is reset, so the next call re-evaluates its prompt)."""
+    ``context_tokens`` cached tokens. ``sizes``: time only these (1 and max_batch
+    are added) and interpolate the rest linearly, for a long curve whose every size
+    would take minutes to time. Clears the Llama's cache (its bookkeeping is reset,
+    so the next call re-evaluates its prompt)."""
     if max_batch < 1 or reps < 1:
         raise ValueError("max_batch and reps must be >= 1")
     if context_tokens < 1:
@@ -97,13 +99,23 @@ def measure_verify_cost(llm: Any, max_batch: int, *, reps: int = 5, context_toke
                          f"({_llama.usable_n_ctx(llm)} tokens)")
     from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
 
-    times: dict[int, list[float]] = {b: [] for b in range(1, max_batch + 1)}
+    timed = sorted({1, max_batch} | {int(b) for b in (sizes or range(1, max_batch + 1)) if 1 <= b <= max_batch})
+    times: dict[int, list[float]] = {b: [] for b in timed}
     with _timed_passes(llm, context_tokens, max_batch) as time_pass:
         for _ in tqdm(range(reps), desc="verify cost", unit="sweep", disable=not progress):
             for b in times:
                 times[b].append(time_pass(b))
     one = statistics.median(times[1])
-    return CostCurve([statistics.median(times[b]) / one for b in times], one)
+    ratio = {b: statistics.median(t) / one for b, t in times.items()}
+    relative = []
+    for b in range(1, max_batch + 1):
+        if b in ratio:
+            relative.append(ratio[b])
+            continue
+        lo = max(x for x in timed if x < b)
+        hi = min(x for x in timed if x > b)
+        relative.append(ratio[lo] + (ratio[hi] - ratio[lo]) * (b - lo) / (hi - lo))
+    return CostCurve(relative, one)
 
 
 def llm_threads(llm: Any) -> tuple[int, int] | None:

@@ -71,7 +71,7 @@ class Suite:
                  other_python: str | None = None, other_server: str | None = None,
                  settings: LlamaSettings = LLAMA_DEFAULTS, invariance: Any = None) -> None:
         from ngramspec.calibration.cost_timing import measure_verify_cost
-        from ngramspec.calibration.invariance import check_batch_invariance
+        from ngramspec.calibration.invariance import check_batch_invariance, check_sizes
 
         unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
         if unknown:
@@ -90,8 +90,11 @@ class Suite:
         self.invariance = invariance if invariance is not None else \
             check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
         # cost: a CostCurve to use instead of measuring one (a machine too busy to time)
-        self.cost = cost if cost is not None else measure_verify_cost(self.llm, MEASURED_MAX_BATCH,
-                                                                      reps=3 if quick else 7, progress=progress)
+        # Every size to 16, then the checked ones (interpolated between): a sweep of all 65
+        # sizes took minutes on a busy 2-core machine.
+        self.cost = cost if cost is not None else measure_verify_cost(
+            self.llm, MEASURED_MAX_BATCH, reps=3 if quick else 7, progress=progress,
+            sizes=check_sizes(MEASURED_MAX_BATCH))
         # The draft-model methods share one draft Llama (target's n_ctx and threads),
         # loaded only when one of them runs; reset before each of their runs.
         self.draft_llm: Any = None

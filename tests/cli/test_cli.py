@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ngramspec.suite.methods import MEASURED_MAX_BATCH
 from tests.support.cli import EXE, ngramspec
 from tests.support.prompts import PROMPTS
 
@@ -127,7 +128,7 @@ def test_bench_quick_writes_a_well_formed_report(tmp_path: Path, smollm2_path):
         assert 1.0 <= w["limit_speedup"] <= w["perfect_speedup"]
         assert w["methods"]["ngramspec"]["identical"] is True
         assert w["methods"]["plain"]["decode_tok_s"] > 0
-    assert data["verify_cost"][0] == 1.0 and len(data["verify_cost"]) == 17
+    assert data["verify_cost"][0] == 1.0 and len(data["verify_cost"]) == MEASURED_MAX_BATCH
     assert data["llama_settings"] == {"n_gpu_layers": 0, "flash_attn": False}
     assert set(data["peak_rss_mib"]) == {"plain", "prompt lookup", "ngramspec"}
     assert all(v > 50 for v in data["peak_rss_mib"].values())

@@ -40,6 +40,14 @@ def test_respects_allowed_sizes():
     assert choose(p, np.array([4] * 8, dtype=np.int32), allowed) == 3
 
 
+def test_a_policy_made_for_short_batches_caps_a_longer_draft():
+    # A user's CostAwarePolicy(9) under an engine that drafts up to 64 tokens: it
+    # verifies at most the 8 draft tokens it has prices for (this raised IndexError).
+    p = table_policy(9)
+    p.acceptance = 0.99
+    assert choose(p, np.array([4] * 40, dtype=np.int32), np.ones(66, dtype=bool)) == 8
+
+
 def test_trusts_orders_separately():
     p = table_policy(9)
     acc = p.acceptance

@@ -172,6 +172,8 @@ class CostAwarePolicy:
         acceptance = self._acceptance_list
         if costs is None:
             costs = self.cost.costs
+        if len(sources) > len(costs) - 2:   # a policy made for shorter batches than the engine drafts
+            sources = sources[:len(costs) - 2]
         best_k, best_score = 0, 1.0
         reach, expected = 1.0, 1.0
         for k, source in enumerate(sources, 1):

@@ -198,8 +198,6 @@ BAD = {
     "unsupported parameter, streamed": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "logprobs": 2,
                                                             "stream": True}),
     "n > 1": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "n": 2}),
-    "chat logprobs true": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "logprobs": True}),
-    "chat top_logprobs": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "top_logprobs": 2}),
     "logit_bias id past the vocabulary": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "temperature": 0.8,
                                                               "logit_bias": {"1000000": 5}}),
     "logit_bias id past the vocabulary, streamed": ("/v1/completions", {
@@ -210,13 +208,9 @@ BAD = {
     "n 0": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "n": 0}),
     "detokenize an id past the vocabulary": ("/extras/detokenize", {"tokens": [99999999]}),
     "detokenize a negative id": ("/extras/detokenize", {"tokens": [5, -1]}),
-    "min_tokens": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "min_tokens": 3}),
-    "response_format json_object": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4,
-                                                             "response_format": {"type": "json_object"}}),
 }
-#: The field a refusal must name: the one the client sent (the server had turned
-#: min_tokens into a logits_processor, response_format into a grammar, and named those).
-BAD_PARAM = {"min_tokens": "min_tokens", "response_format json_object": "response_format", "n 0": "n",
+#: The field a refusal must name.
+BAD_PARAM = {"n 0": "n",
              "detokenize an id past the vocabulary": "tokens", "detokenize a negative id": "tokens"}
 
 
@@ -263,20 +257,24 @@ def test_method_not_allowed_says_which_are(server):
     assert r.headers["allow"] == "POST"      # RFC 9110; our error handler had dropped it
 
 
-@pytest.mark.parametrize("extra, named", [
-    ({"response_format": {"type": "json_object"}, "tool_choice": "required"}, ["response_format"]),
-    ({"tool_choice": {"type": "function", "function": {"name": "f"}}}, ["tool_choice"]),
-    ({"function_call": {"name": "f"}}, ["function_call"]),
-    ({"function_call": "auto", "tool_choice": "none"}, []),
-])
-def test_a_refusal_names_only_the_fields_that_make_a_grammar(extra, named):
-    # llama-cpp-python makes a grammar of a JSON response_format and of a named tool
-    # or function; "required" / "auto" / "none" make none.
-    from ngramspec.server.errors import _fields_behind
-    from ngramspec.server.types import ChatCompletionRequest
-
-    body = ChatCompletionRequest(messages=CHAT, **extra)  # type: ignore[arg-type]
-    assert _fields_behind("ngramspec does not support grammar in greedy speculative decoding", body) == named
+def test_decoding_header_says_how_a_request_was_decoded(server):
+    # What the engine cannot speculate with (mirostat here) is decoded by the Llama's own
+    # path: 200, marked in the stats and in a header, streamed or not.
+    plain = {"prompt": CODE, "max_tokens": 6, "temperature": 0.8, "mirostat_mode": 2, "seed": 1}
+    for body in (plain, {**plain, "stream": True}):
+        r = server.post("/v1/completions", json.dumps(body))
+        assert r.status_code == 200, r.text
+        assert r.headers["x-ngramspec-decoding"] == "plain; reason=mirostat_mode in sampled decoding"
+        if not body.get("stream"):
+            assert r.json()["speculative"] == {"used": False, "reason": "mirostat_mode in sampled decoding",
+                                               "prompt_tokens": r.json()["usage"]["prompt_tokens"],
+                                               "generated_tokens": r.json()["usage"]["completion_tokens"]}
+        else:
+            events = [json.loads(line[5:]) for line in r.text.splitlines()
+                      if line.startswith("data:") and "[DONE]" not in line]
+            assert events[-1]["speculative"]["used"] is False
+    r = server.post("/v1/completions", json.dumps({"prompt": CODE, "max_tokens": 6, "temperature": 0}))
+    assert r.headers["x-ngramspec-decoding"] == "speculative" and r.json()["speculative"]["used"] is True
 
 
 def test_sampled_logit_bias_with_openai_string_ids(server):

@@ -140,6 +140,19 @@ class SpeculativeEngine:
         self._generations = itertools.count(1)
         self._current = 0   # the generation that owns the Llama's state
 
+    @property
+    def lock(self) -> Any:
+        """The lock each pass holds (reentrant): a caller that uses the Llama itself
+        holds it too, so that its calls never interleave with a pass."""
+        return self._lock
+
+    def interrupt_streams(self) -> None:
+        """Makes every unfinished stream of this engine inert (resuming one raises
+        RuntimeError), as a new generation does: for a caller about to use the Llama
+        itself."""
+        with self._lock:
+            self._current = next(self._generations)
+
     # -- compatibility views of the default plan -----------------------------
     @property
     def predictor(self) -> Any:

@@ -22,17 +22,18 @@ from ngramspec.engine.generation import GenerationStream
 from ngramspec.engine.request import check_exact, prompt_tokens_for
 from ngramspec.engine.speculative_engine import SpeculativeEngine
 from ngramspec.integrations.llama_call_args import (
-    COMPLETION_REFUSES,
-    COMPLETION_REFUSES_GREEDY,
-    GENERATE_REFUSES,
+    COMPLETION_PLAIN,
+    COMPLETION_PLAIN_GREEDY,
+    GENERATE_PLAIN,
     call_seeds,
     check_token_ids,
+    in_use,
     is_greedy,
     logit_bias_map,
-    refuse,
-    refused,
+    plain_reason,
     sampling_params,
 )
+from ngramspec.integrations.plain_path import mark_completion, mark_stream
 from ngramspec.proposers.prediction import prediction_text
 
 __all__ = ["SpeculativeLlama", "wrap"]
@@ -48,7 +49,7 @@ def _usage(n_prompt: int, gen: Any) -> dict[str, Any]:
 
 #: What a SpeculativeLlama itself holds; every other attribute set on it goes to
 #: its Llama when the Llama has one of that name.
-_WRAPPER_ATTRS = frozenset({"llm", "engine", "last_speculative", "_forwarded"})
+_WRAPPER_ATTRS = frozenset({"llm", "engine", "last_speculative", "last_plain_reason", "_forwarded"})
 
 
 class SpeculativeLlama:
@@ -67,6 +68,9 @@ class SpeculativeLlama:
         self.llm = llm
         self.engine = SpeculativeEngine(llm, **options)
         self.last_speculative: dict[str, Any] = {}  # the stats of the latest request
+        # Why the latest create_completion call was decoded plainly (None: speculative), set
+        # when the call is made: a server reads it before a stream's first byte.
+        self.last_plain_reason: str | None = None
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names this class lacks: tokenize, metadata, chat_format...
@@ -147,13 +151,23 @@ class SpeculativeLlama:
             then carries ``completion_tokens_details`` with OpenAI's
             ``accepted_prediction_tokens`` and ``rejected_prediction_tokens``."""
         check_exact(exact)
-        greedy = is_greedy(temperature, top_k)
+        greedy = is_greedy(temperature, top_k, mirostat_mode)
         args = {"suffix": suffix, "logprobs": logprobs, "mirostat_mode": mirostat_mode,
                 "logits_processor": logits_processor, "grammar": grammar, "frequency_penalty": frequency_penalty,
                 "presence_penalty": presence_penalty, "repeat_penalty": repeat_penalty, "logit_bias": logit_bias}
-        bad = refused(COMPLETION_REFUSES + COMPLETION_REFUSES_GREEDY if greedy else COMPLETION_REFUSES, args)
-        if bad:
-            refuse(f"{', '.join(bad)} in {'greedy' if greedy else 'sampled'} speculative decoding")
+        reason = plain_reason(COMPLETION_PLAIN + COMPLETION_PLAIN_GREEDY if greedy else COMPLETION_PLAIN, args,
+                              greedy)
+        self.last_plain_reason = reason
+        if reason is not None:
+            prediction_text(prediction)   # a bad one is refused on either path
+            return self._plain_completion(reason, stream, {
+                "prompt": prompt, "suffix": suffix, "max_tokens": max_tokens, "temperature": temperature,
+                "top_p": top_p, "min_p": min_p, "typical_p": typical_p, "logprobs": logprobs, "echo": echo,
+                "stop": stop, "frequency_penalty": frequency_penalty, "presence_penalty": presence_penalty,
+                "repeat_penalty": repeat_penalty, "top_k": top_k, "stream": stream, "seed": seed, "tfs_z": tfs_z,
+                "mirostat_mode": mirostat_mode, "mirostat_tau": mirostat_tau, "mirostat_eta": mirostat_eta,
+                "model": model, "stopping_criteria": stopping_criteria, "logits_processor": logits_processor,
+                "grammar": grammar, "logit_bias": logit_bias})
         if logit_bias:
             logit_bias = logit_bias_map(logit_bias, self.llm.n_vocab())
         llm_seed, call_seed = call_seeds(self.llm, seed)
@@ -175,6 +189,46 @@ class SpeculativeLlama:
         return self._completion(run, head, prefix)
 
     __call__ = create_completion
+
+    def _plain_completion(self, reason: str, stream: bool, kwargs: dict[str, Any]) -> Any:
+        """The request through the Llama's own ``create_completion``, marked as plain
+        (``plain_path``). It holds the engine's lock as a speculative call does, and
+        ends any unfinished stream of this wrapper first."""
+        engine = self.engine
+        if not stream:
+            with engine.lock:
+                engine.interrupt_streams()
+                out: dict[str, Any] = self.llm.create_completion(**kwargs)
+            self.last_speculative = mark_completion(out, reason)["speculative"]
+            return out
+        with engine.lock:   # plain raises bad arguments at its first next(): ours when called
+            engine.interrupt_streams()
+            chunks = iter(self.llm.create_completion(**kwargs))
+            first = next(chunks, None)
+        prompt, suffix = kwargs["prompt"], kwargs["suffix"]
+        n_prompt = len(prompt_tokens_for(self.llm, prompt)) if suffix is None else 0
+        return self._plain_chunks(first, chunks, reason, n_prompt)
+
+    def _plain_chunks(self, first: Any, chunks: Iterator[dict[str, Any]], reason: str,
+                      n_prompt: int) -> Iterator[dict[str, Any]]:
+        def locked() -> Iterator[dict[str, Any]]:
+            if first is None:
+                return
+            yield first
+            while True:
+                with self.engine.lock:
+                    chunk = next(chunks, None)
+                if chunk is None:
+                    return
+                yield chunk
+
+        def count(text: str) -> int:
+            return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False)) if text else 0
+
+        for chunk in mark_stream(locked(), reason, n_prompt, count):
+            if "speculative" in chunk:
+                self.last_speculative = chunk["speculative"]
+            yield chunk
 
     def _echoed_prompt(self, prompt: str | list[int]) -> str:
         """The prompt's text, as ``echo=True`` puts it before the completion."""
@@ -272,10 +326,6 @@ class SpeculativeLlama:
             stop = []
         check_exact(exact)  # a bad value fails here, before any formatting
         prediction_text(prediction)
-        # The chat handler passes logprobs on only with top_logprobs, so logprobs=True
-        # alone would reach create_completion as None and be dropped without a word.
-        if logprobs or top_logprobs is not None:
-            refuse("logprobs / top_logprobs in chat completions")
         llm = self.llm
         handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
                    or llama_chat_format.get_chat_completion_handler(llm.chat_format))
@@ -309,7 +359,10 @@ class SpeculativeLlama:
         they end after an end-of-generation token (yielded last) or at the end of
         the context. ``exact``: this call's verify mode (None: the wrapper's)."""
         check_exact(exact)
-        if not is_greedy(temp, top_k):
+        plain_args = {"repeat_penalty": repeat_penalty, "frequency_penalty": frequency_penalty,
+                      "presence_penalty": presence_penalty, "mirostat_mode": mirostat_mode,
+                      "logits_processor": logits_processor, "grammar": grammar, "reset=False": reset}
+        if not is_greedy(temp, top_k, mirostat_mode) or in_use(GENERATE_PLAIN, plain_args):
             plain: Iterator[int] = self.llm.generate(
                 tokens, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p, temp=temp,
                 repeat_penalty=repeat_penalty, reset=reset, frequency_penalty=frequency_penalty,
@@ -317,12 +370,6 @@ class SpeculativeLlama:
                 mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, penalize_nl=penalize_nl,
                 logits_processor=logits_processor, stopping_criteria=stopping_criteria, grammar=grammar)
             return plain
-        bad = refused(GENERATE_REFUSES, {
-            "repeat_penalty": repeat_penalty, "frequency_penalty": frequency_penalty,
-            "presence_penalty": presence_penalty, "mirostat_mode": mirostat_mode,
-            "logits_processor": logits_processor, "grammar": grammar, "reset=False": reset})
-        if bad:
-            raise NotImplementedError(f"ngramspec's greedy generate does not support {', '.join(bad)}")
         return self._generate_greedy(list(tokens), stopping_criteria, exact)
 
     def _generate_greedy(self, tokens: list[int], stopping_criteria: Any, exact: bool | None) -> Iterator[int]:

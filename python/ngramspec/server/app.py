@@ -70,7 +70,7 @@ from ngramspec.server.errors import (
 from ngramspec.server.memory_saver import save_at_shutdown
 from ngramspec.server.model import SpeculativeProxy, build_wrapper, short_model_id
 from ngramspec.server.openapi import publish_error_responses
-from ngramspec.server.response_fields import finish_response
+from ngramspec.server.response_fields import decoding_headers, finish_response, plain_reason_of
 from ngramspec.server.settings import ServeOptions
 from ngramspec.server.state import ServerState
 from ngramspec.server.streaming import StreamAnswer
@@ -119,7 +119,8 @@ async def _answer(request: Any, body: Any, chat: bool) -> Any:
                 out: dict[str, Any] = await run_in_threadpool(call, **kwargs)  # not streamed: one dict
             except Exception as exc:
                 raise as_client_error(exc, body) from exc
-        return JSONResponse(finish_response(out, out.get("speculative")))
+        out = finish_response(out, out.get("speculative"))
+        return JSONResponse(out, headers=decoding_headers(plain_reason_of(out["speculative"])))
     finally:
         state.leave()
 

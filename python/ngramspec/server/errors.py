@@ -34,11 +34,6 @@ def as_client_error(exc: BaseException, body: Any = None) -> BaseException:
     if isinstance(exc, ClientError):
         return exc
     if isinstance(exc, NotImplementedError):
-        sent = _fields_behind(str(exc), body)
-        if sent:
-            return ClientError(400, f"{', '.join(sent)}: not supported (llama-cpp-python's server turns "
-                                    f"{'it' if len(sent) == 1 else 'them'} into what the wrapper refuses: {exc})",
-                               param=sent[0], code="unsupported_parameter")
         return ClientError(400, str(exc), code="unsupported_parameter")
     if isinstance(exc, jinja2.TemplateError):
         # The model's chat template could not render the messages (an assistant
@@ -54,28 +49,6 @@ def as_client_error(exc: BaseException, body: Any = None) -> BaseException:
                 return ClientError(status, **err)
         return ClientError(400, str(exc))
     return exc
-
-
-def _fields_behind(message: str, body: Any) -> list[str]:
-    """The request fields behind a refusal that names what the wrapper was given:
-    llama-cpp-python's server turns min_tokens into a logits_processor, and a JSON
-    response_format, a forced tool_choice or function_call into a grammar."""
-    if body is None:
-        return []
-    sent = []
-    if "logits_processor" in message and getattr(body, "min_tokens", None):
-        sent.append("min_tokens")
-    if "grammar" in message:
-        if getattr(body, "grammar", None):
-            sent.append("grammar")
-        fmt = getattr(body, "response_format", None)
-        kind = fmt.get("type") if isinstance(fmt, dict) else getattr(fmt, "type", None)
-        if fmt is not None and kind != "text":
-            sent.append("response_format")
-        for name in ("tool_choice", "function_call"):   # a named tool or function: a grammar for it
-            if isinstance(getattr(body, name, None), dict):
-                sent.append(name)
-    return sent
 
 
 def validation_error(exc: Any) -> ClientError:

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request as StarletteRequest
 
 from ngramspec.server.errors import ClientError, as_client_error, error_json, internal_error
-from ngramspec.server.response_fields import finish_response
+from ngramspec.server.response_fields import decoding_headers, finish_response
 from ngramspec.server.state import ServerState
 
 __all__ = ["StreamAnswer"]
@@ -76,7 +76,8 @@ class StreamAnswer(Response):
                     # llama-cpp-python's factory is typed as returning bytes; it passes it to
                     # sse-starlette (which wants a ServerSentEvent) the same way.
                     ping = llama_app._ping_message_factory
-                    await EventSourceResponse(events, sep="\n",
+                    headers = decoding_headers(getattr(llama, "last_plain_reason", None))
+                    await EventSourceResponse(events, sep="\n", headers=headers,
                                               ping_message_factory=ping)(  # type: ignore[arg-type]
                         scope, receive, send)
                 finally:

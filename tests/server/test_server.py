@@ -179,12 +179,16 @@ BAD = {
     "max_tokens 0": ("/v1/completions", {"prompt": "hi", "max_tokens": 0}),
     "max_tokens negative": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": -1}),
     "max_completion_tokens 0": ("/v1/chat/completions", {"messages": CHAT, "max_completion_tokens": 0}),
-    # OpenAI accepts an assistant message without content (it may carry tool calls);
-    # SmolLM2's chat template reads message.content: a 500 from jinja2 before.
-    "assistant message without content": ("/v1/chat/completions",
-                                          {"messages": [{"role": "assistant"}], "max_tokens": 4}),
-    "assistant message without content, streamed": ("/v1/chat/completions", {
-        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant"}], "max_tokens": 4, "stream": True}),
+    # SmolLM2 has no vision handler: an image part is refused, naming the message.
+    "messages with an image part": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}, {
+        "role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}],
+        "max_tokens": 4}),
+    "messages with an image part, streamed": ("/v1/chat/completions", {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": "https://example.com/a.png"}]}], "max_tokens": 4, "stream": True}),
+    "message of an unknown role": ("/v1/chat/completions", {"messages": [{"role": "robot", "content": "hi"}]}),
+    "temperature NaN": ("/v1/completions", '{"prompt": "hi", "max_tokens": 4, "temperature": NaN}'),
+    "top_p infinite, chat": ("/v1/chat/completions", '{"messages": [{"role": "user", "content": "hi"}], '
+                                                      '"max_tokens": 4, "temperature": 0.5, "top_p": Infinity}'),
     # llama-cpp-python's route raised a RuntimeError (a 500) on a model loaded without it.
     "embeddings on a server not started for them": ("/v1/embeddings", {"input": "hi"}),
     "prediction of the wrong type": ("/v1/chat/completions",
@@ -222,8 +226,14 @@ def test_bad_request_is_4xx(server, case):
     assert r.headers["content-type"].startswith("application/json")
     err = r.json()["error"]
     assert set(err) == {"message", "type", "param", "code"} and err["message"]
-    if case.startswith("assistant message without content"):
+    if case.startswith("messages with an image part"):
         assert err["param"] == "messages" and err["code"] == "invalid_messages", err
+        assert err["message"].startswith("messages[1]: content part 0 is an image" if "streamed" not in case
+                                         else "messages[0]: content part 0 is an image"), err
+    if case == "message of an unknown role":
+        assert err["code"] == "invalid_messages" and err["message"].startswith("Invalid messages: messages[0].role")
+    if case == "temperature NaN":
+        assert err["message"] == "temperature must be a finite number, got nan", err
     if "embeddings" in case:
         assert err["code"] == "embeddings_not_enabled" and "--embedding true" in err["message"], err
     if "longer than the context" in case:
@@ -255,6 +265,46 @@ def test_method_not_allowed_says_which_are(server):
     r = httpx.put(server.base + "/v1/chat/completions", timeout=10)
     assert r.status_code == 405 and r.json()["error"]["message"] == "Method Not Allowed"
     assert r.headers["allow"] == "POST"      # RFC 9110; our error handler had dropped it
+
+
+def _chat(server, messages, **kw):
+    r = server.post("/v1/chat/completions", json.dumps({"messages": messages, "max_tokens": 12, "temperature": 0,
+                                                        **kw}))
+    assert r.status_code == 200, r.text
+    return r.json()["choices"][0]["message"]["content"]
+
+
+TOOL_CALL = {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+
+
+@pytest.mark.parametrize("sent, rendered", [
+    # OpenAI's content parts: the text parts joined with newlines.
+    ([{"role": "user", "content": [{"type": "text", "text": "Name a colour."}, {"type": "text", "text": "One word."}]}],
+     [{"role": "user", "content": "Name a colour.\nOne word."}]),
+    # A system message with null content: empty text.
+    ([{"role": "system", "content": None}, {"role": "user", "content": "Say hi."}],
+     [{"role": "system", "content": ""}, {"role": "user", "content": "Say hi."}]),
+    # OpenAI's newer name for the system role.
+    ([{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Say hi."}],
+     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi."}]),
+    # The history every tool-using client sends: an assistant turn with null content and
+    # tool_calls (SmolLM2's template does not render tool_calls: they are written into the
+    # turn), then the tool's result.
+    ([{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": None,
+                                                          "tool_calls": [TOOL_CALL]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}],
+     [{"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": '{"name": "get_weather", "arguments": {"city": "Paris"}}'},
+      {"role": "tool", "content": "sunny, 21 C"}]),
+])
+def test_messages_as_clients_send_them(server, sent, rendered):
+    # Answered (llama-cpp-python's own server answers these with a 500), as the messages
+    # they render as are answered.
+    assert _chat(server, sent) == _chat(server, rendered)
+    client = server.client()
+    r = client.chat.completions.create(model=ALIAS, messages=sent, max_tokens=12, temperature=0)
+    assert r.choices[0].message.content == _chat(server, rendered)
 
 
 def test_decoding_header_says_how_a_request_was_decoded(server):
@@ -303,7 +353,7 @@ def test_typical_p_reaches_the_sampler(server):
 def test_bad_requests_through_the_client_and_server_lives_on(server):
     client = server.client()
     with pytest.raises(openai.BadRequestError):
-        client.chat.completions.create(model=ALIAS, messages=[{"role": "assistant"}], max_tokens=4)
+        client.chat.completions.create(model=ALIAS, messages=[{"role": "robot", "content": "hi"}], max_tokens=4)
     with pytest.raises(openai.BadRequestError):
         client.completions.create(model=ALIAS, prompt="hi", max_tokens=0)
     with pytest.raises(openai.BadRequestError):

@@ -3,6 +3,7 @@ engine: which requests are greedy, which arguments send a request down the wrapp
 Llama's own path, seeds, logit bias and sampling parameters."""
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -11,7 +12,8 @@ import numpy as np
 
 from ngramspec.sampling import SamplingParams
 
-__all__ = ["COMPLETION_PLAIN", "COMPLETION_PLAIN_GREEDY", "GENERATE_PLAIN", "call_seeds", "check_token_ids",
+__all__ = ["COMPLETION_PLAIN", "COMPLETION_PLAIN_GREEDY", "GENERATE_PLAIN", "call_seeds", "check_finite",
+           "check_token_ids",
            "in_use", "is_greedy", "logit_bias_map", "plain_reason", "sampling_params"]
 
 
@@ -61,6 +63,16 @@ def plain_reason(names: Sequence[str], args: dict[str, Any], greedy: bool) -> st
     if not used:
         return None
     return f"{', '.join(used)} in {'greedy' if greedy else 'sampled'} decoding"
+
+
+def check_finite(values: dict[str, Any]) -> None:
+    """ValueError naming the first sampling parameter that is NaN or infinite: llama.cpp
+    would sample from NaN logits, or clamp the value, without a word (a NaN
+    temperature was refused as if it were a greedy one). Values that are not numbers
+    are left to the checks that read them."""
+    for name, value in values.items():
+        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value}")
 
 
 #: LLAMA_DEFAULT_SEED: the seed (-1, or 2**32 - 1) that llama.cpp replaces by a random one.

@@ -26,6 +26,7 @@ from ngramspec.integrations.llama_call_args import (
     COMPLETION_PLAIN_GREEDY,
     GENERATE_PLAIN,
     call_seeds,
+    check_finite,
     check_token_ids,
     in_use,
     is_greedy,
@@ -151,6 +152,10 @@ class SpeculativeLlama:
             then carries ``completion_tokens_details`` with OpenAI's
             ``accepted_prediction_tokens`` and ``rejected_prediction_tokens``."""
         check_exact(exact)
+        check_finite({"temperature": temperature, "top_p": top_p, "min_p": min_p, "typical_p": typical_p,
+                      "frequency_penalty": frequency_penalty, "presence_penalty": presence_penalty,
+                      "repeat_penalty": repeat_penalty, "tfs_z": tfs_z, "mirostat_tau": mirostat_tau,
+                      "mirostat_eta": mirostat_eta})
         greedy = is_greedy(temperature, top_k, mirostat_mode)
         args = {"suffix": suffix, "logprobs": logprobs, "mirostat_mode": mirostat_mode,
                 "logits_processor": logits_processor, "grammar": grammar, "frequency_penalty": frequency_penalty,

@@ -62,12 +62,12 @@ from ngramspec.errors import UserError
 from ngramspec.server.errors import (
     ClientError,
     SpeculativeRoute,
-    as_client_error,
     error_json,
     http_error,
     validation_error,
 )
 from ngramspec.server.memory_saver import save_at_shutdown
+from ngramspec.server.messages import llama_response_format
 from ngramspec.server.model import SpeculativeProxy, build_wrapper, short_model_id
 from ngramspec.server.openapi import publish_error_responses
 from ngramspec.server.response_fields import decoding_headers, finish_response, plain_reason_of
@@ -94,8 +94,11 @@ def _kwargs(body: Any, chat: bool, state: ServerState) -> dict[str, Any]:
         if kwargs.get(name) is None:
             kwargs[name] = 0.0
     kwargs["model"] = body.model if body.model is not None else state.proxy.alias
-    if chat and kwargs.get("max_tokens") is None:
-        kwargs["max_tokens"] = body.max_completion_tokens
+    if chat:
+        kwargs["messages"] = state.chat.prepare(body.messages)
+        kwargs["response_format"] = llama_response_format(body.response_format)
+        if kwargs.get("max_tokens") is None:
+            kwargs["max_tokens"] = body.max_completion_tokens
     if body.prediction is not None:
         kwargs["prediction"] = body.prediction.model_dump()  # OpenAI's shape, checked by the request type
     return kwargs
@@ -118,7 +121,7 @@ async def _answer(request: Any, body: Any, chat: bool) -> Any:
                 call = llama.create_chat_completion if chat else llama.create_completion
                 out: dict[str, Any] = await run_in_threadpool(call, **kwargs)  # not streamed: one dict
             except Exception as exc:
-                raise as_client_error(exc, body) from exc
+                raise state.refusal(exc, body, kwargs) from exc
         out = finish_response(out, out.get("speculative"))
         return JSONResponse(out, headers=decoding_headers(plain_reason_of(out["speculative"])))
     finally:

@@ -15,7 +15,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request as StarletteRequest
 
-from ngramspec.server.errors import ClientError, as_client_error, error_json, internal_error
+from ngramspec.server.errors import ClientError, error_json, internal_error
 from ngramspec.server.response_fields import decoding_headers, finish_response
 from ngramspec.server.state import ServerState
 
@@ -37,9 +37,9 @@ def _close(iterator: Any) -> None:
         close()
 
 
-def _client_error(exc: Exception, body: Any) -> ClientError:
+def _client_error(exc: Exception, state: ServerState, body: Any, kwargs: dict[str, Any]) -> ClientError:
     """The request's fault as a 4xx, or ours as a logged 500."""
-    err = as_client_error(exc, body)
+    err = state.refusal(exc, body, kwargs)
     if not isinstance(err, ClientError):
         err = internal_error(exc)
     return err
@@ -69,7 +69,8 @@ class StreamAnswer(Response):
                     call = llama.create_chat_completion if self.chat else llama.create_completion
                     iterator, first = await run_in_threadpool(_start, call, self.kwargs)
                 except Exception as exc:
-                    await error_json(_client_error(exc, self.request_body))(scope, receive, send)
+                    err = _client_error(exc, self.state, self.request_body, self.kwargs)
+                    await error_json(err)(scope, receive, send)
                     return
                 try:
                     events = self._events(llama, iterator, first)
@@ -104,7 +105,7 @@ class StreamAnswer(Response):
             try:
                 chunk = await run_in_threadpool(next, iterator, _END)
             except Exception as exc:  # mid-stream: the status is sent already; an error event, then the end
-                err = _client_error(exc, self.request_body)
+                err = _client_error(exc, self.state, self.request_body, self.kwargs)
                 self.finished = True
                 yield {"data": json.dumps({"error": err.error})}
                 return

@@ -198,9 +198,6 @@ BAD = {
     "prediction content not text": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "prediction": {
         "type": "content", "content": [{"type": "image_url", "image_url": "x"}]}}),
     "prediction a string": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "prediction": "x"}),
-    "unsupported parameter (logprobs)": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "logprobs": 2}),
-    "unsupported parameter, streamed": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "logprobs": 2,
-                                                            "stream": True}),
     "n > 1": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "n": 2}),
     "logit_bias id past the vocabulary": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "temperature": 0.8,
                                                               "logit_bias": {"1000000": 5}}),

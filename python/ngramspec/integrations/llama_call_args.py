@@ -12,9 +12,9 @@ import numpy as np
 
 from ngramspec.sampling import SamplingParams
 
-__all__ = ["COMPLETION_PLAIN", "COMPLETION_PLAIN_GREEDY", "GENERATE_PLAIN", "call_seeds", "check_finite",
-           "check_token_ids",
-           "in_use", "is_greedy", "logit_bias_map", "plain_reason", "sampling_params"]
+__all__ = ["COMPLETION_PLAIN", "COMPLETION_PLAIN_SAMPLED", "GENERATE_PLAIN", "call_seeds", "check_finite",
+           "check_token_ids", "in_use", "is_greedy", "logit_bias_map", "min_tokens_of", "plain_reason",
+           "sampling_params"]
 
 
 def is_greedy(temperature: float, top_k: int, mirostat_mode: int = 0) -> bool:
@@ -28,23 +28,39 @@ def _given(value: Any) -> bool:
     return value is not None
 
 
+def min_tokens_of(logits_processor: Any) -> tuple[int, int] | None:
+    r"""(min_tokens, end-of-text token) when ``logits_processor`` is only what
+    llama-cpp-python's server makes of a request's ``min_tokens`` (unused
+    ``MinTokensLogitsProcessor``\ s, which the engine applies itself); None for any
+    other processor. (0, -1) without one."""
+    if logits_processor is None:
+        return 0, -1
+    from llama_cpp import MinTokensLogitsProcessor
+
+    procs = list(logits_processor) if isinstance(logits_processor, (list, tuple)) else [logits_processor]
+    if not procs or not all(type(p) is MinTokensLogitsProcessor and p.prompt_tokens is None for p in procs):
+        return None
+    if len({p.token_eos for p in procs}) != 1:
+        return None
+    return max(int(p.min_tokens) for p in procs), int(procs[0].token_eos)
+
+
 #: Every argument the engine cannot speculate with, and when a call uses it (a value other than the neutral one).
 _IN_USE: dict[str, Callable[[Any], bool]] = {
     "suffix": _given,
-    "logprobs": _given,
+    "logprobs with echo": bool,   # the prompt's own logprobs: plain keeps every prompt row (logits_all)
     "mirostat_mode": lambda mode: mode != 0,
-    "logits_processor": _given,
+    "logits_processor": lambda procs: min_tokens_of(procs) is None,
     "grammar": _given,
     "frequency_penalty": lambda penalty: penalty != 0.0,
     "presence_penalty": lambda penalty: penalty != 0.0,
     "repeat_penalty": lambda penalty: penalty != 1.0,
-    "logit_bias": bool,
     "reset=False": lambda reset: not reset,   # generate's reset, named as the message shows it
 }
 #: What sends any create_completion request down the Llama's own path, in the reason's order...
-COMPLETION_PLAIN = ("suffix", "logprobs", "mirostat_mode", "logits_processor", "grammar")
-#: ... and also a greedy one (sampled requests apply penalties and logit bias exactly).
-COMPLETION_PLAIN_GREEDY = ("frequency_penalty", "presence_penalty", "repeat_penalty", "logit_bias")
+COMPLETION_PLAIN = ("suffix", "logprobs with echo", "logits_processor")
+#: ... and also a sampled one (temperature 0 ignores mirostat; top_k 1 with it samples).
+COMPLETION_PLAIN_SAMPLED = ("mirostat_mode",)
 #: What sends a greedy ``generate`` down the Llama's own path (a sampled one always goes there).
 GENERATE_PLAIN = ("repeat_penalty", "frequency_penalty", "presence_penalty", "mirostat_mode",
                   "logits_processor", "grammar", "reset=False")

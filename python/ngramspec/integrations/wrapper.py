@@ -19,11 +19,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from ngramspec.engine.generation import GenerationStream
+from ngramspec.engine.llama_samplers import check_grammar
 from ngramspec.engine.request import check_exact, prompt_tokens_for
 from ngramspec.engine.speculative_engine import SpeculativeEngine
+from ngramspec.integrations.completion_logprobs import completion_logprobs
 from ngramspec.integrations.llama_call_args import (
     COMPLETION_PLAIN,
-    COMPLETION_PLAIN_GREEDY,
+    COMPLETION_PLAIN_SAMPLED,
     GENERATE_PLAIN,
     call_seeds,
     check_finite,
@@ -31,6 +33,7 @@ from ngramspec.integrations.llama_call_args import (
     in_use,
     is_greedy,
     logit_bias_map,
+    min_tokens_of,
     plain_reason,
     sampling_params,
 )
@@ -157,11 +160,12 @@ class SpeculativeLlama:
                       "repeat_penalty": repeat_penalty, "tfs_z": tfs_z, "mirostat_tau": mirostat_tau,
                       "mirostat_eta": mirostat_eta})
         greedy = is_greedy(temperature, top_k, mirostat_mode)
-        args = {"suffix": suffix, "logprobs": logprobs, "mirostat_mode": mirostat_mode,
-                "logits_processor": logits_processor, "grammar": grammar, "frequency_penalty": frequency_penalty,
-                "presence_penalty": presence_penalty, "repeat_penalty": repeat_penalty, "logit_bias": logit_bias}
-        reason = plain_reason(COMPLETION_PLAIN + COMPLETION_PLAIN_GREEDY if greedy else COMPLETION_PLAIN, args,
+        args = {"suffix": suffix, "logprobs with echo": logprobs is not None and echo, "mirostat_mode": mirostat_mode,
+                "logits_processor": logits_processor}
+        reason = plain_reason(COMPLETION_PLAIN if greedy else COMPLETION_PLAIN + COMPLETION_PLAIN_SAMPLED, args,
                               greedy)
+        if grammar is not None:   # on either path: plain would crash on a grammar llama.cpp cannot parse
+            check_grammar(self.llm, grammar)
         self.last_plain_reason = reason
         if reason is not None:
             prediction_text(prediction)   # a bad one is refused on either path
@@ -185,13 +189,21 @@ class SpeculativeLlama:
         head = {"id": f"cmpl-{uuid.uuid4()}", "object": "text_completion", "created": int(time.time()),
                 "model": model if model is not None else self.llm.model_path}
         prefix = self._echoed_prompt(prompt) if echo else ""
+        min_tokens = min_tokens_of(logits_processor)
+        assert min_tokens is not None   # any other processor took the plain path
+        # A greedy request's penalties and bias are applied row by row as plain's chain
+        # applies them (a sampled one's are in its SamplingParams).
+        penalties = ((self.llm.last_n_tokens_size, repeat_penalty, frequency_penalty, presence_penalty)
+                     if greedy else None)
         run = self.engine.stream(prompt, max_tokens=limit, stop=stops, stopping_criteria=stopping_criteria,
-                                 sampling=sampling, exact=exact, prediction=prediction)
+                                 sampling=sampling, exact=exact, prediction=prediction, grammar=grammar,
+                                 logit_bias=logit_bias if greedy else None, penalties=penalties,
+                                 min_tokens=min_tokens[0], logprobs=logprobs)
         if llm_seed is not None and hasattr(self.llm, "set_seed"):
             self.llm.set_seed(llm_seed)
         if stream:
-            return self._stream_chunks(run, head, prefix)
-        return self._completion(run, head, prefix)
+            return self._stream_chunks(run, head, prefix, prompt)
+        return self._completion(run, head, prefix, prompt)
 
     __call__ = create_completion
 
@@ -242,25 +254,50 @@ class SpeculativeLlama:
         text: str = self.llm.detokenize(prompt_tokens_for(self.llm, prompt)).decode("utf-8", errors="ignore")
         return text
 
-    def _completion(self, run: GenerationStream, head: dict[str, Any], prefix: str) -> dict[str, Any]:
+    def _stats(self, run: GenerationStream, gen: Any) -> dict[str, Any]:
+        """The response's ``speculative`` stats: the engine's, and with a grammar how
+        many rows it was checked on and how many needed it applied to the whole row."""
+        stats: dict[str, Any] = {"used": True, **gen.stats.to_dict()}
+        if run.rules is not None and run.rules.has_grammar:
+            stats["grammar_rows"] = run.rules.grammar_rows
+            stats["grammar_full_rows"] = run.rules.full_grammar_rows
+        self.last_speculative = stats
+        return stats
+
+    def _logprobs(self, run: GenerationStream, prompt: Any, tokens: list[int], start: int = 0,
+                  end: int | None = None) -> dict[str, Any] | None:
+        if run.logprobs is None:
+            return None
+        return completion_logprobs(self.llm, prompt, tokens, run.logprobs, start, end)
+
+    def _completion(self, run: GenerationStream, head: dict[str, Any], prefix: str, prompt: Any) -> dict[str, Any]:
         """Runs the generation to its end and returns the response."""
         gen = run.run_to_end()
-        self.last_speculative = {"used": True, **gen.stats.to_dict()}
+        stats = self._stats(run, gen)
         return {
             **head,
-            "choices": [{"text": prefix + gen.text, "index": 0, "logprobs": None,
+            "choices": [{"text": prefix + gen.text, "index": 0, "logprobs": self._logprobs(run, prompt, gen.tokens),
                          "finish_reason": gen.finish_reason}],
             "usage": _usage(len(run.prompt_tokens), gen),
-            "speculative": self.last_speculative,
+            "speculative": stats,
         }
 
-    def _stream_chunks(self, run: GenerationStream, head: dict[str, Any], prefix: str) -> Iterator[dict[str, Any]]:
+    def _stream_chunks(self, run: GenerationStream, head: dict[str, Any], prefix: str,
+                       prompt: Any) -> Iterator[dict[str, Any]]:
         """One chunk per verify pass: the text that can no longer change (no split
         UTF-8 character, nothing that may still turn out to start a stop string).
         The last chunk, with no text as plain's, carries the finish reason, the
-        usage and the stats."""
-        def chunk(text: str, finish: str | None) -> dict[str, Any]:
-            return {**head, "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
+        usage and the stats. With ``logprobs``, each chunk with text carries those
+        of the tokens emitted since the previous one."""
+        reported = 0
+
+        def chunk(text: str, finish: str | None, tokens: list[int] | None = None) -> dict[str, Any]:
+            nonlocal reported
+            logprobs = None
+            if tokens is not None and run.logprobs is not None:
+                logprobs = self._logprobs(run, prompt, tokens, reported, len(tokens))
+                reported = len(tokens)
+            return {**head, "choices": [{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}]}
 
         sent = 0
         if prefix:
@@ -270,20 +307,20 @@ class SpeculativeLlama:
             assert text is not None   # set by the run's first pass
             end = text.stable_end
             if end > sent:
-                yield chunk(text.slice(sent, end).decode("utf-8", errors="ignore"), None)
+                yield chunk(text.slice(sent, end).decode("utf-8", errors="ignore"), None, run.emitted)
                 sent = end
         gen, text = run.result, run.text
         assert gen is not None and text is not None   # set when the run ended
-        self.last_speculative = {"used": True, **gen.stats.to_dict()}
+        stats = self._stats(run, gen)
         rest = text.slice(sent).decode("utf-8", errors="ignore")
-        if rest:
+        if rest or (run.logprobs is not None and reported < len(gen.tokens)):
             # Its own chunk, as plain's stream ends with an empty finishing chunk: the
             # chat handler turns a chunk with a finish_reason into an empty delta, so
             # text held back for a possible stop string was lost from chat streams.
-            yield chunk(rest, None)
+            yield chunk(rest, None, gen.tokens)
         last = chunk("", gen.finish_reason)
         last["usage"] = _usage(len(run.prompt_tokens), gen)
-        last["speculative"] = self.last_speculative
+        last["speculative"] = stats
         yield last
 
     # ------------------------------------------------------------------
@@ -331,6 +368,10 @@ class SpeculativeLlama:
             stop = []
         check_exact(exact)  # a bad value fails here, before any formatting
         prediction_text(prediction)
+        if logprobs and top_logprobs is None:
+            # OpenAI's logprobs=True alone asks for the chosen tokens' logprobs; plain's
+            # handler passes logprobs on only with top_logprobs, and returned none.
+            top_logprobs = 0
         llm = self.llm
         handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
                    or llama_chat_format.get_chat_completion_handler(llm.chat_format))

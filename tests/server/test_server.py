@@ -198,7 +198,7 @@ BAD = {
     "prediction content not text": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "prediction": {
         "type": "content", "content": [{"type": "image_url", "image_url": "x"}]}}),
     "prediction a string": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "prediction": "x"}),
-    "n > 1": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "n": 2}),
+    "n above 16": ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4, "n": 17}),
     "logit_bias id past the vocabulary": ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "temperature": 0.8,
                                                               "logit_bias": {"1000000": 5}}),
     "logit_bias id past the vocabulary, streamed": ("/v1/completions", {
@@ -211,7 +211,7 @@ BAD = {
     "detokenize a negative id": ("/extras/detokenize", {"tokens": [5, -1]}),
 }
 #: The field a refusal must name.
-BAD_PARAM = {"n 0": "n",
+BAD_PARAM = {"n 0": "n", "n above 16": "n",
              "detokenize an id past the vocabulary": "tokens", "detokenize a negative id": "tokens"}
 
 
@@ -302,6 +302,33 @@ def test_messages_as_clients_send_them(server, sent, rendered):
     client = server.client()
     r = client.chat.completions.create(model=ALIAS, messages=sent, max_tokens=12, temperature=0)
     assert r.choices[0].message.content == _chat(server, rendered)
+
+
+def test_n_choices_are_n_generations(server):
+    # llama-cpp-python's server ignores n; this one refused it (400). Sampled with a seed,
+    # choice i has seed + i: n different texts, each reproducible.
+    body = {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0.9, "seed": 5, "n": 3}
+    out = server.post("/v1/completions", json.dumps(body)).json()
+    assert [c["index"] for c in out["choices"]] == [0, 1, 2]
+    texts = [c["text"] for c in out["choices"]]
+    assert len(set(texts)) > 1
+    single = server.post("/v1/completions", json.dumps({**body, "n": 1, "seed": 6})).json()
+    assert single["choices"][0]["text"] == texts[1]
+    assert out["usage"]["completion_tokens"] == sum(s["generated_tokens"] for s in out["speculative"]["choices"])
+    # Greedy: n copies of the one greedy text; streamed, one choice after the other.
+    greedy = {"messages": CHAT, "max_tokens": 6, "temperature": 0, "n": 2}
+    full = server.post("/v1/chat/completions", json.dumps(greedy)).json()
+    assert [c["message"]["content"] for c in full["choices"]] == [full["choices"][0]["message"]["content"]] * 2
+    client = server.client()
+    parts: dict[int, str] = {0: "", 1: ""}
+    usage = None
+    for chunk in client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=6, temperature=0, n=2,
+                                                stream=True, stream_options={"include_usage": True}):
+        for c in chunk.choices:
+            parts[c.index] += c.delta.content or ""
+        usage = chunk.usage or usage
+    assert parts == {0: full["choices"][0]["message"]["content"], 1: full["choices"][1]["message"]["content"]}
+    assert usage is not None and usage.completion_tokens == full["usage"]["completion_tokens"]
 
 
 def test_decoding_header_says_how_a_request_was_decoded(server):

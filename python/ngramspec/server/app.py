@@ -59,6 +59,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ngramspec.errors import UserError
+from ngramspec.server.choices import choice_kwargs, merged_response, n_choices
 from ngramspec.server.errors import (
     ClientError,
     SpeculativeRoute,
@@ -81,9 +82,6 @@ __all__ = ["create_app"]
 
 def _kwargs(body: Any, chat: bool, state: ServerState) -> dict[str, Any]:
     """The request as keyword arguments of the wrapper's create_(chat_)completion."""
-    if body.n not in (None, 1) or getattr(body, "best_of", None) not in (None, 1):
-        raise ClientError(400, "n and best_of must be 1: this server returns one choice per request",
-                          param="n", code="unsupported_parameter")
     if not chat and isinstance(body.prompt, list):
         if len(body.prompt) > 1:
             raise ClientError(400, "a batch of prompts is not supported: send one prompt per request",
@@ -107,10 +105,11 @@ def _kwargs(body: Any, chat: bool, state: ServerState) -> dict[str, Any]:
 async def _answer(request: Any, body: Any, chat: bool) -> Any:
     state: ServerState = request.app.state.ngramspec
     state.check_model(body.model)
+    n = n_choices(body)
     kwargs = _kwargs(body, chat, state)
     state.enter()
     if body.stream:
-        return StreamAnswer(state, body, kwargs, chat)  # leaves the queue when it ends
+        return StreamAnswer(state, body, kwargs, chat, n)  # leaves the queue when it ends
     try:
         async with contextlib.asynccontextmanager(llama_app.get_llama_proxy)() as proxy:
             try:
@@ -119,7 +118,8 @@ async def _answer(request: Any, body: Any, chat: bool) -> Any:
                 if await request.is_disconnected():
                     raise HTTPException(status_code=status.HTTP_400_BAD_REQUEST, detail="Client closed request")
                 call = llama.create_chat_completion if chat else llama.create_completion
-                out: dict[str, Any] = await run_in_threadpool(call, **kwargs)  # not streamed: one dict
+                outs = [await run_in_threadpool(call, **choice_kwargs(kwargs, i)) for i in range(n)]
+                out: dict[str, Any] = merged_response(outs)  # not streamed: dicts
             except Exception as exc:
                 raise state.refusal(exc, body, kwargs) from exc
         out = finish_response(out, out.get("speculative"))

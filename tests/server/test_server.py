@@ -258,6 +258,14 @@ def test_any_model_name_is_the_served_model(server, path, body):
     assert out["usage"]["completion_tokens"] == 4
 
 
+def test_openapi_declares_no_authentication_without_an_api_key(server):
+    # llama-cpp-python's routes declare bearer auth whether or not --api_key is set, so
+    # generated clients (and schemathesis) sent a key this server never checks.
+    schema = httpx.get(server.base + "/openapi.json", timeout=10).json()
+    assert "securitySchemes" not in schema.get("components", {})
+    assert not [p for p, ops in schema["paths"].items() for op in ops.values() if "security" in op]
+
+
 def test_method_not_allowed_says_which_are(server):
     r = httpx.put(server.base + "/v1/chat/completions", timeout=10)
     assert r.status_code == 405 and r.json()["error"]["message"] == "Method Not Allowed"

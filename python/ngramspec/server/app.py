@@ -252,5 +252,5 @@ def create_app(server_settings: Any, model_settings: Any, options: ServeOptions 
 
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
-    publish_error_responses(app)
+    publish_error_responses(app, secured=server_settings.api_key is not None)
     return app

@@ -87,7 +87,7 @@ def extraction(n: int, max_tokens: int) -> dict:
                "Output only the JSON.\n\n" + table[at])
         reqs.append((f"zone1970.tab row {at}", [{"role": "user", "content": msg}], max_tokens))
     return {"name": "extraction", "requests": reqs, "prime": [_tz_file("zone1970.tab"), _tz_file("iso3166.tab")],
-            "source": f"tzdata {sources._require('tzdata')} zoneinfo/zone1970.tab"}
+            "source": f"tzdata {sources.require_dist('tzdata')} zoneinfo/zone1970.tab"}
 
 
 def tool_calls(n: int, max_tokens: int) -> dict:

@@ -9,7 +9,7 @@ import pytest
 # (pytest's fixture closure), so test files need no marks of their own. A test that
 # loads a model in a subprocess (the ngramspec command) asks for `smollm2_path`, which
 # also fetches the model it runs on. A test may also say @pytest.mark.model itself.
-MODEL_FIXTURES = frozenset({"smollm2_path", "llm", "invariance", "engine", "eager_engine"})
+MODEL_FIXTURES = frozenset({"smollm2_path", "smollm2_q4k_path", "llm", "invariance", "engine", "eager_engine"})
 
 
 def pytest_collection_modifyitems(config, items):
@@ -40,6 +40,14 @@ def smollm2_path() -> str:
     from ngramspec import models
 
     return str(models.fetch("smollm2-135m"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_q4k_path(smollm2_path) -> str:
+    """SmolLM2-135M requantized to Q4_K_M (tests.support.requantized): a K-quant model."""
+    from tests.support.requantized import requantized_q4_k
+
+    return requantized_q4_k(smollm2_path)
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,13 @@ from typing import Any
 
 import numpy as np
 
+_module: Any = None
+
 
 def llama_cpp_module() -> Any:
+    global _module
+    if _module is not None:   # looked up every pass: an import statement costs more than this
+        return _module
     try:
         import llama_cpp
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -18,12 +23,13 @@ def llama_cpp_module() -> Any:
             "ngramspec's engine needs llama-cpp-python; install it with `pip install "
             "llama-cpp-python==0.3.36`, then `ngramspec install-llama` for the exact build (docs/exactness.md)"
         ) from e
+    _module = llama_cpp
     return llama_cpp
 
 
 def context_of(llm: Any) -> Any:
     """The raw llama_context pointer, or a clear error if ``llm`` is unusable."""
-    llama_cpp = llama_cpp_module()
+    llama_cpp = _module if _module is not None else llama_cpp_module()
     if not isinstance(llm, llama_cpp.Llama):
         raise TypeError(f"expected a llama_cpp.Llama, got {type(llm).__name__}")
     ctx = getattr(getattr(llm, "_ctx", None), "ctx", None)
@@ -206,8 +212,11 @@ def records(llm: Any, tokens: Sequence[int] | np.ndarray, n: int) -> bool:
     n_ctx asked for, can record): what a run that put them there checks before it
     goes on, since any other call on the Llama rewrites the bookkeeping."""
     ids = llm.input_ids
+    if llm.n_tokens != n:
+        return False
     m = min(n, len(ids))
-    return bool(llm.n_tokens == n and np.array_equal(ids[:m], np.asarray(tokens[:m], dtype=ids.dtype)))
+    theirs = np.asarray(tokens[:m], dtype=ids.dtype)
+    return bool(ids[:m].tobytes() == theirs.tobytes())   # one memcmp: cheaper than array_equal's temporaries
 
 
 def sync_bookkeeping(llm: Any, kv: Sequence[int], start: int) -> None:

@@ -164,12 +164,13 @@ def test_check_sizes_are_dense_then_geometric_and_bounded():
     assert check_sizes(1) == [1]
     assert check_sizes(9) == list(range(1, 10))
     assert check_sizes(17) == list(range(1, 18))
-    assert check_sizes(40) == list(range(1, CHECK_DENSE_UP_TO + 1)) + [24, 32, 40]
+    assert check_sizes(40) == list(range(1, CHECK_DENSE_UP_TO + 1)) + [17, 21, 25, 33, 40]
     capped = check_sizes(10_000)
     assert capped == check_sizes(512) == check_sizes(MAX_CHECK_BATCH)
-    assert max(capped) == MAX_CHECK_BATCH and len(capped) == CHECK_DENSE_UP_TO + 4
+    # A draft of 64 tokens and the token before it.
+    assert max(capped) == MAX_CHECK_BATCH == 65 and len(capped) == CHECK_DENSE_UP_TO + 7
     # Cost (batched tokens) is bounded by a constant, not by the square of the request.
-    assert sum(check_sizes(10_000)) == sum(check_sizes(64)) <= 304
+    assert sum(check_sizes(10_000)) == sum(check_sizes(65)) <= 387
 
 
 def report_with_seconds(seconds: dict[int, float], single: float) -> InvarianceReport:

@@ -191,3 +191,47 @@ def test_set_acceptance_becomes_the_prior():
     p.observe(2, 0.0, [4], accepted=0)
     p.new_generation()
     assert set(p.acceptance.tolist()) == {0.9}
+
+
+def test_a_jagged_measured_curve_is_priced_as_measured():
+    # Repacked weights: 4 rows cost less than 3, 16 less than 15.
+    p = CostAwarePolicy(17)
+    jagged = {1: 1.0, 2: 1.9, 3: 2.4, 4: 2.2, 8: 3.6, 15: 7.0, 16: 6.2, 17: 7.3}
+    p.calibrate(jagged, shape=True)
+    assert p.relative_cost(4) < p.relative_cost(3) and p.relative_cost(16) < p.relative_cost(15)
+    assert abs(p.relative_cost(6) - (2.2 + (3.6 - 2.2) / 2)) < 1e-9   # between measured sizes: interpolated
+    # A draft of 3 (a batch of 4) is worth more than one of 2 where 4 rows are cheaper.
+    p.acceptance = 0.8
+    assert choose(p, np.array([4] * 3, dtype=np.int32), np.ones(18, dtype=bool)) == 3
+
+
+def test_prior_weight_moves_a_fresh_estimate_fast_and_a_seasoned_one_little():
+    p = CostAwarePolicy(9, alpha=0.02, prior_weight=3.0, prior_accept=0.5)
+    p.observe(2, 0.01, [2], accepted=1)
+    assert abs(p.acceptance[2] - (0.5 + 0.5 / 3)) < 1e-12   # the first outcome weighs 1 / (0 + 3)
+    for _ in range(300):
+        p.observe(2, 0.01, [2], accepted=1)
+    high = p.acceptance[2]
+    p.observe(2, 0.01, [2], accepted=0)
+    assert high > 0.99 and high - p.acceptance[2] < 0.03       # one miss moves it by alpha, not 10%
+    p.new_generation()
+    assert p.acceptance[2] == 0.5                              # back to the prior, counting from 0 again
+    p.observe(2, 0.01, [2], accepted=1)
+    assert abs(p.acceptance[2] - (0.5 + 0.5 / 3)) < 1e-12
+
+
+def test_ngram_sources_of_a_long_draft_equal_the_scalar_rule():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from ngramspec.proposers.ngram import ngram_source, ngram_sources
+
+    pairs = st.lists(st.integers(0, 12).flatmap(lambda t: st.tuples(st.integers(0, t), st.just(t))), max_size=70)
+
+    @given(pairs, st.integers(0, 40))
+    def check(draft, base):
+        counts = np.array([c for c, _ in draft], dtype=np.int32)
+        totals = np.array([t for _, t in draft], dtype=np.int32)
+        assert ngram_sources(counts, totals, base) == [base + ngram_source(c, t) for c, t in draft]
+
+    check()

@@ -14,7 +14,7 @@ import inspect
 import shlex
 import textwrap
 
-from ngramspec.suite.sources import _iso3166_rows
+from ngramspec.suite.sources import iso3166_rows
 
 STORY_OPENING = """\
 The lighthouse on Gannet Rock had been automated for eleven years when Mara Quill
@@ -51,7 +51,7 @@ def _licence_sections() -> str:
 
 def conversations() -> dict[str, list[dict[str, str]]]:
     """{name: OpenAI-style messages}: six tasks, 300-2,000 tokens each once formatted."""
-    table = "\n".join(_iso3166_rows()[40:100])
+    table = "\n".join(iso3166_rows()[40:100])
     return {
         "code_edit": [
             {"role": "system", "content": "You are a careful senior Python developer."},

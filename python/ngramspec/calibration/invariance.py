@@ -20,7 +20,7 @@ once is not decoded again. A size that is not checked is absent from
 
 Cost: one prefill of the deepest depth (at most MAX_CHECK_DEPTH tokens), then per
 depth and probe max_batch one-token decodes and the checked batches
-(sum(check_sizes) tokens, at most 304). ``InvarianceReport.check_seconds`` records
+(sum(check_sizes) tokens, at most 387). ``InvarianceReport.check_seconds`` records
 it; the result is cached on disk (``invariance_cache``).
 """
 from __future__ import annotations
@@ -44,12 +44,15 @@ __all__ = ["BatchSizeResult", "InvarianceReport", "check_batch_invariance", "che
 
 #: Every batch size up to this one is checked.
 CHECK_DENSE_UP_TO = 16
-#: No batch size above this one is checked (nor, in exact mode, used). A batch of
-#: 8 already costs 3-6x one token on the CPUs measured (docs/performance.md), 64
-#: rows ~20x: beyond it a verify batch cannot pay for itself on a CPU.
-MAX_CHECK_BATCH = 64
-#: Beyond CHECK_DENSE_UP_TO, only these sizes (a ~1.5x geometric series) are checked.
-_GEOMETRIC = (24, 32, 48, 64)
+#: No batch size above this one is checked (nor, in exact mode, used): a draft of
+#: 64 tokens and the token before it. A batch of 8 already costs 3-6x one token on
+#: the CPUs measured (docs/performance.md), 65 rows ~20-25x: only a copy right for
+#: nearly all of it pays there, and on a GPU, where rows are cheap, 64 is as far as
+#: llama.cpp's own n-gram drafters go.
+MAX_CHECK_BATCH = 65
+#: Beyond CHECK_DENSE_UP_TO, only these sizes (drafts of 16, 20, 24, 32, 40 and 48
+#: tokens: a ~1.25-1.5x series) are checked, then the top.
+_GEOMETRIC = (17, 21, 25, 33, 41, 49)
 #: One-shot timings from the check pass as a cost curve only if the check's B=1
 #: batch decode is within this fraction of its median one-token decode.
 ONE_SHOT_R1_TOLERANCE = 0.25

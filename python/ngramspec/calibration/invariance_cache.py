@@ -215,10 +215,21 @@ def _answers(report: InvarianceReport, llm: Any, top: int) -> bool:
     return covers(report.depths, check_depths(_llama.usable_n_ctx(llm), top))
 
 
+#: Above this size the curve is timed only at CURVE_SPARSE_SIZES: the exact engine
+#: prices lengths by a line fitted to the timed sizes (``CostModel.calibrate``), so
+#: timing every size up to 65 would cost minutes on a larger model and add nothing.
+CURVE_DENSE_UP_TO = 9
+CURVE_SPARSE_SIZES = (12, 17, 25, 33, 49, 65)
+
+
 def curve_sizes(report: InvarianceReport, max_batch: int) -> list[int]:
-    """The sizes the cost curve must price: 1 and every checked size <= max_batch
-    that is bit-exact."""
-    return [b for b in sorted(report.results) if b <= max_batch and (b == 1 or report.results[b].invariant)] or [1]
+    """The sizes the cost curve times: 1, every bit-exact checked size up to
+    CURVE_DENSE_UP_TO, and the bit-exact ones of CURVE_SPARSE_SIZES, all <= max_batch."""
+    def timed(b: int) -> bool:
+        return b <= CURVE_DENSE_UP_TO or b in CURVE_SPARSE_SIZES or b == max_batch
+
+    return [b for b in sorted(report.results)
+            if b <= max_batch and (b == 1 or (report.results[b].invariant and timed(b)))] or [1]
 
 
 def _default_measure(llm: Any, sizes: list[int], progress: bool = False) -> CostCurveResult:

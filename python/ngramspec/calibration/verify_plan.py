@@ -70,12 +70,12 @@ def build_plan(llm: Any, *, exact: bool, max_batch: int, can_roll_back: bool,
         allowed[1:] = True
         if invariance is not None:
             return VerifyPlan(allowed, invariance.relative_costs(), False, "given report"), invariance
-        # One sweep: fast mode's curve is far from linear (a tiled kernel makes
-        # 8+ rows cheap per row), so it is priced as measured.
-        from ngramspec.calibration.cost_timing import measure_verify_cost
+        # Fast mode's curve is far from linear (a tiled kernel makes 8+ rows cheap per
+        # row, repacked weights make groups of 4 rows cheap), so it is priced as measured.
+        from ngramspec.calibration.fast_curve import load_or_measure
 
-        curve = measure_verify_cost(llm, max_batch, reps=1, context_tokens=32)
-        return VerifyPlan(allowed, dict(enumerate(curve.relative, 1)), False, "cost sweep"), invariance
+        curve = load_or_measure(llm, max_batch, use_cache=use_cache)
+        return VerifyPlan(allowed, dict(curve.relative), False, f"cost curve ({curve.describe()})"), invariance
     origin = "given report"
     if invariance is None:
         if use_cache:

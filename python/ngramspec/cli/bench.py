@@ -30,6 +30,11 @@ def run(args: argparse.Namespace) -> int:
     if args.llama_server and not Path(args.llama_server).is_file():
         raise UserError(f"--llama-server: no such file {args.llama_server!r} (build it with "
                         "scripts/build_llama_server.py)")
+    if args.other_llama_server and not args.other_build:
+        raise UserError("--other-llama-server needs --other-build (it is that build's llama-server)")
+    if args.other_llama_server and not Path(args.other_llama_server).is_file():
+        raise UserError(f"--other-llama-server: no such file {args.other_llama_server!r} (build it with "
+                        "scripts/build_llama_server.py)")
     if args.other_build and not (os.path.isfile(args.other_build) and os.access(args.other_build, os.X_OK)):
         raise UserError(f"--other-build: {args.other_build!r} is not an executable Python (give a venv's "
                         "bin/python)")
@@ -41,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--serve needs llama-cpp-python's server extras ({', '.join(missing)} missing): "
                             "pip install 'ngramspec[server]'")
     methods = _methods(args)
+    workloads = _workloads(args)
     try:  # before the long run: a report that cannot be written would lose it
         out_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out_dir):
@@ -51,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=out_dir, threads=args.threads,
                        methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
                        server_modes=args.server_modes.split(",") if args.server_modes else (),
-                       serve=args.serve, other_python=args.other_build,
+                       serve=args.serve, other_python=args.other_build, workloads=workloads,
+                       other_server=args.other_llama_server,
                        command="ngramspec bench " + " ".join(sys.argv[2:]))
     except MissingMaterial as e:
         raise UserError(str(e)) from None
@@ -79,3 +86,24 @@ def _methods(args: argparse.Namespace) -> list[str]:
     if args.no_lookup:
         methods = [m for m in methods if m != "prompt lookup"]
     return methods
+
+
+def _workloads(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The workloads to run: --workloads, with 'default' and 'long' standing for their sets."""
+    from ngramspec.suite.long_sources import LONG_WORKLOADS
+    from ngramspec.suite.sources import DEFAULT_WORKLOADS, OPTIONAL_WORKLOADS
+
+    if not args.workloads:
+        return None
+    sets = {"default": DEFAULT_WORKLOADS, "long": LONG_WORKLOADS}
+    names: list[str] = []
+    for name in (n.strip() for n in args.workloads.split(",") if n.strip()):
+        for w in sets.get(name, (name,)):
+            if w not in DEFAULT_WORKLOADS + OPTIONAL_WORKLOADS + LONG_WORKLOADS:
+                raise UserError(f"--workloads: unknown workload {w!r}; choose from default, long, "
+                                f"{', '.join(DEFAULT_WORKLOADS + OPTIONAL_WORKLOADS + LONG_WORKLOADS)}")
+            if w not in names:
+                names.append(w)
+    if not names:
+        raise UserError("--workloads: give at least one workload")
+    return tuple(names)

@@ -99,6 +99,9 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     b.add_argument("--methods", default=None,
                    help="comma-separated in-process methods (default: plain,prompt lookup,ngramspec; "
                         "also 'ngramspec n-gram only', 'ngramspec fast')")
+    b.add_argument("--workloads", default=None,
+                   help="comma-separated workloads, or 'default' (the six of the suite) and 'long' (the six "
+                        "long-output ones: 256-1,024-token answers, the same with --quick); default: 'default'")
     b.add_argument("--no-rss", action="store_true", help="skip the per-method peak-memory probes")
     b.add_argument("--no-plots", action="store_true", help="write the report without PNG plots")
     b.add_argument("--out", default="ngramspec-bench", help="directory for the report, its JSON and plots")
@@ -109,6 +112,9 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     b.add_argument("--other-build", default=None, metavar="PYTHON",
                    help="also run plain, ngramspec and ngramspec fast on another Python's llama-cpp-python build "
                         "(e.g. a stock venv's python, or the exact build's), interleaved with the rest")
+    b.add_argument("--other-llama-server", default=None, metavar="PATH",
+                   help="with --other-build: also run a llama-server built with that build's flags "
+                        "(scripts/build_llama_server.py, with or without --stock) in each mode")
     b.add_argument("--serve", action="store_true",
                    help="also run `ngramspec serve` over HTTP (same model, n_ctx, threads): its decode speed, "
                         "end-to-end latency per request and HTTP overhead against in-process ngramspec")

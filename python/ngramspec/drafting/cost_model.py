@@ -85,9 +85,12 @@ class CostModel:
         spoil. So each ratio is first clipped to what is physically plausible, [1, B]
         (a batch never costs more than B single tokens); the line through r(1) = 1
         takes the median of the per-size slopes; and only with ``shape`` (a curve
-        known to bend, as fast mode's does at 8+ rows) do single sizes depart from
-        that line, by at most a factor of two either way. A larger batch is never
-        priced below a smaller one. Online timings then scale the curve.
+        known to bend, as fast mode's does at 8+ rows, or to be jagged, as it is
+        with repacked weights, where 4 rows can cost less than 3) do the measured
+        sizes depart from that line, by at most a factor of two either way, with
+        sizes between them interpolated and sizes beyond them on the line's slope.
+        Without ``shape`` a larger batch is never priced below a smaller one.
+        Online timings then scale the curve.
 
         When the smallest priced batch costs less than one token (batches on more
         threads: see the module docstring), the batch sizes are fitted on their own:
@@ -110,10 +113,23 @@ class CostModel:
             slope = statistics.median([(r - 1.0) / (b - 1) for b, r in clipped.items()])
         extra = [slope * (b - 1) for b in range(len(self._extra))]
         if shape:
-            for b, r in clipped.items():
-                extra[b] = min(max(r - 1.0 - offset, 0.5 * extra[b]), 2.0 * extra[b])
-        for b in range(2, len(extra)):
-            extra[b] = max(extra[b], extra[b - 1])
+            # Between measured sizes the shape follows the measurement: the line is
+            # scaled to meet each measured point, so a curve that bends at 8+ rows is
+            # priced bent there too, not back on the median line.
+            measured = sorted(b for b in clipped if b < len(extra))
+            for b in measured:
+                extra[b] = min(max(clipped[b] - 1.0 - offset, 0.5 * extra[b]), 2.0 * extra[b])
+            for lo, hi in zip(measured, measured[1:]):
+                for b in range(lo + 1, hi):
+                    t = (b - lo) / (hi - lo)
+                    extra[b] = extra[lo] + t * (extra[hi] - extra[lo])
+            if measured:
+                top, r_top = measured[-1], extra[measured[-1]]
+                for b in range(top + 1, len(extra)):
+                    extra[b] = r_top + slope * (b - top)
+        else:
+            for b in range(2, len(extra)):
+                extra[b] = max(extra[b], extra[b - 1])
         self._extra, self.batch_offset = extra, offset
         self.scale, self._timed, self._scale_at_single = 1.0, 0, 1.0
         if origin is not None:

@@ -47,7 +47,10 @@ class Drafter:
         self.proposers = list(proposers)
         self.policy = policy
         self.allowed = allowed
-        self.max_draft = min(max_draft, len(allowed) - 2)
+        sizes = np.flatnonzero(allowed[2:])   # batch sizes above one token that may be used
+        # Nothing longer than the largest allowed batch can be verified: with none
+        # (exact mode on a build where no size is exact) nothing is drafted at all.
+        self.max_draft = min(max_draft, int(sizes[-1]) + 1 if len(sizes) else 0)
         assign_source_bases(self.proposers)
         # A costly proposer (a draft model) carries a gate that prices it before it is called.
         self._gates = [gate_for(p) for p in self.proposers]

@@ -74,6 +74,11 @@ EXPLORE_MAX_DRAFT = 3
 EXPLORE_EVERY = 8
 EXPLORE_MAX_INTERVAL = 64
 
+#: A draft token reached with less probability than this is not priced: each adds at
+#: most this to the expected tokens of a pass, and a 64-token draft's tail would
+#: otherwise be walked every pass on text that cannot be predicted.
+_NEGLIGIBLE_REACH = 1e-3
+
 # The default pipeline's source table: the n-gram proposer's buckets first, then
 # the copy proposer's. Other proposers' buckets follow (``declare_sources``).
 COPY_SOURCE_BASE = N_NGRAM_SOURCES
@@ -92,7 +97,15 @@ class CostAwarePolicy:
     prior_accept: initial acceptance estimate of the n-gram buckets the table
         starts with, until a proposer declares its own (``declare_sources``; the
         n-gram proposer declares 0.35, the default here).
-    alpha: weight of the newest observation in the moving averages.
+    alpha: weight of the newest observation in the moving averages (the cost
+        model's; for acceptance, the least weight an observation gets).
+    prior_weight: how many observations a source's prior counts for. A source's
+        first observations are averaged with its prior, each weighing
+        1 / (observations so far + prior_weight), down to ``alpha``: a few outcomes
+        move a fresh estimate quickly, and once many have been seen one miss moves
+        it by ``alpha`` only. That precision is what a long draft needs, whose worth
+        turns on telling an acceptance of 0.99 from one of 0.95. 0: every
+        observation weighs ``alpha`` (a plain moving average).
     learn_cost: update the cost scale from timings (False keeps the cost curve
         fixed, for reproducible decisions on a machine too noisy to time).
     keep_acceptance: carry the learned acceptance from one generation to the
@@ -101,8 +114,8 @@ class CostAwarePolicy:
         ``learn_cost``. Without learning there is nothing to measure."""
 
     def __init__(self, max_batch: int, *, prior_slope: float = 0.4, prior_accept: float = 0.35,
-                 alpha: float = 0.1, learn_cost: bool = True, keep_acceptance: bool = False,
-                 explore: bool | None = None) -> None:
+                 alpha: float = 0.1, prior_weight: float = 0.0, learn_cost: bool = True,
+                 keep_acceptance: bool = False, explore: bool | None = None) -> None:
         self.max_batch = max_batch
         self.cost = CostModel(max_batch, prior_slope=prior_slope, alpha=alpha, learn=learn_cost)
         self.explore = learn_cost if explore is None else bool(explore)
@@ -111,13 +124,16 @@ class CostAwarePolicy:
         self._exploring: tuple[list[int], np.ndarray] | None = None  # the pass in flight explores this draft
         self.explored = 0            # passes chosen to measure cost, since this policy was made
         self.explored_generation = 0  # the same, in the current generation
-        self._optimistic: list[float] = []
+        self._optimistic: list[float] = []   # min(r(B), the optimistic line), for costs _optimistic_of
+        self._optimistic_of: list[float] | None = None
         self._prior_acceptance = [float(prior_accept)] * COPY_SOURCE_BASE + list(COPY_PRIORS)
         self._acceptance_list = list(self._prior_acceptance)
         self.keep_acceptance = keep_acceptance
         self._kept: set[int] = set()   # sources that keep their acceptance across generations (declare_sources)
         self._declared: set[int] = set()   # sources some proposer has declared (declare_sources)
         self.alpha = alpha
+        self.prior_weight = float(prior_weight)
+        self._seen = [0] * len(self._acceptance_list)   # observations per source since its prior
         # Drafts offered but not (or not wholly) verified, waiting for the tokens
         # that really follow them: (output index of their first token, tokens, sources).
         self._pending: list[tuple[int, list[int], list[int]]] = []
@@ -132,6 +148,8 @@ class CostAwarePolicy:
         they learned into the next generation even without ``keep_acceptance``
         (a source whose text spans requests, such as a Memory)."""
         fresh = [i for i in range(base, base + len(priors)) if i not in self._declared]
+        while len(self._seen) < base + len(priors):
+            self._seen.append(0)
         for table in (self._prior_acceptance, self._acceptance_list):
             while len(table) < base + len(priors):
                 table.append(0.0)
@@ -164,6 +182,8 @@ class CostAwarePolicy:
         reach, expected = 1.0, 1.0
         for k, source in enumerate(sources, 1):
             reach *= acceptance[source]      # P(draft tokens 1..k all accepted)
+            if reach < _NEGLIGIBLE_REACH:    # the rest of a long draft can add no more than this each
+                break
             expected += reach
             if allowed[k + 1]:
                 score = expected / costs[k + 1]
@@ -202,9 +222,11 @@ class CostAwarePolicy:
 
     def _explore(self, candidates: list[list[int]], allowed: np.ndarray, plain_i: int) -> tuple[int, int]:
         costs = self.cost.costs
-        if len(self._optimistic) != len(costs):
-            self._optimistic = [1.0 + EXPLORE_SLOPE * (b - 1) for b in range(len(costs))]
-        optimistic = [min(c, o) for c, o in zip(costs, self._optimistic)]
+        if self._optimistic_of is not costs:   # the cost model makes a new list whenever it changes
+            line = [1.0 + EXPLORE_SLOPE * (b - 1) for b in range(len(costs))]
+            self._optimistic = [min(c, o) for c, o in zip(costs, line)]
+            self._optimistic_of = costs
+        optimistic = self._optimistic
         best_i, best_k, best_score = plain_i, 0, EXPLORE_GAIN
         for i, sources in enumerate(candidates):
             k, score = self._best(sources[:EXPLORE_MAX_DRAFT], allowed, optimistic)
@@ -235,13 +257,23 @@ class CostAwarePolicy:
                 self.explore_interval = min(2 * self.explore_interval, EXPLORE_MAX_INTERVAL)
         else:
             self.cost.observe(batch, seconds)
-        a, acceptance = self.alpha, self._acceptance_list
         verified = sources if isinstance(sources, list) else sources.tolist()
+        learn = self._learn
         for i, o in enumerate(verified[: batch - 1]):
             hit = i < accepted
-            acceptance[o] += a * ((1.0 if hit else 0.0) - acceptance[o])
+            learn(o, hit)
             if not hit:
                 break
+
+    def _learn(self, source: int, hit: bool) -> None:
+        """One outcome of one source's draft token (see ``prior_weight``)."""
+        n = self._seen[source]
+        self._seen[source] = n + 1
+        w = self.alpha
+        if self.prior_weight:
+            w = max(w, 1.0 / (n + self.prior_weight))
+        acc = self._acceptance_list
+        acc[source] += w * ((1.0 if hit else 0.0) - acc[source])
 
     def defer(self, start: int, tokens: list[int], sources: list[int]) -> None:
         """A draft that was offered but not verified (or the unverified tail of one
@@ -256,15 +288,14 @@ class CostAwarePolicy:
     def settle(self, output: list[int]) -> None:
         """Scores every deferred draft whose outcome ``output`` (the tokens emitted
         so far) now decides: token by token, up to its first miss."""
-        a, acceptance, known = self.alpha, self._acceptance_list, len(output)
+        learn, known = self._learn, len(output)
         still = []
         for start, tokens, sources in self._pending:
             n = min(len(tokens), known - start)
             i = 0
             while i < n:
                 hit = tokens[i] == output[start + i]
-                o = sources[i]
-                acceptance[o] += a * ((1.0 if hit else 0.0) - acceptance[o])
+                learn(sources[i], hit)
                 if not hit:
                     break
                 i += 1
@@ -287,6 +318,7 @@ class CostAwarePolicy:
             learned = self._acceptance_list
             self._acceptance_list = [learned[i] if i in self._kept else prior
                                      for i, prior in enumerate(self._prior_acceptance)]
+            self._seen = [n if i in self._kept else 0 for i, n in enumerate(self._seen)]
 
     @property
     def acceptance(self) -> np.ndarray:

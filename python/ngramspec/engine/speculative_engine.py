@@ -44,11 +44,10 @@ from ngramspec.sampling import SamplingParams
 
 __all__ = ["DEFAULT_MAX_DRAFT", "SpeculativeEngine"]
 
-# Measured on SmolLM2-135M (bench/results/max_draft.md): with the adaptive
-# policy choosing each draft's length, caps from 2 to 16 were within run-to-run
-# noise of each other (geometric mean 62.5-65.8 tokens/s); 8 bounds the cost of
-# one misprediction while leaving long drafts to highly predictable text.
-DEFAULT_MAX_DRAFT = 8
+# The policy prices every length against the cost curve and the acceptance it has
+# seen, so the cap only bounds what a long copy may draft: 64, as llama.cpp's own
+# n-gram drafters (docs/performance.md has the long-output measurements).
+DEFAULT_MAX_DRAFT = 64
 
 
 class SpeculativeEngine:

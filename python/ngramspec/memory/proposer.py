@@ -8,7 +8,6 @@ from typing import ClassVar, Protocol
 import numpy as np
 
 from ngramspec.proposers.base import EMPTY_TOKENS, Proposal
-from ngramspec.proposers.copy import N_COPY_SOURCES, copy_source
 from ngramspec.proposers.ngram import ngram_source
 
 __all__ = ["FOLLOW_WINDOW", "MEMORY_PRIORS", "DraftSource", "MemoryProposer", "memory_source", "resumed_source",
@@ -33,7 +32,7 @@ class DraftSource(Protocol):
     def add_tokens(self, tokens: Sequence[int]) -> None: ...
 
 
-# Source buckets, as the copy drafter's: match lengths 2-3, 4-7, 8-15, 16-31, 32+,
+# Source buckets by match length: 2-3, 4-7, 8-15, 16-31, 32+,
 # each twice (a fresh match; one continuing a memory draft that agreed with all
 # the last pass emitted). The priors are guesses, not measured: a little below the
 # copy drafter's, because a match in another request's text is weaker evidence
@@ -46,8 +45,10 @@ class DraftSource(Protocol):
 # a draft that has such candidates (the match-length buckets are left for a draft
 # that has none); the priors are the n-gram drafter's measured shares rounded.
 # The policy learns each bucket online.
+_MATCH_BUCKETS = 5
+_N_MATCH_SOURCES = 2 * _MATCH_BUCKETS
 _RESUME_BUCKETS = 3
-_SUPPORT_BASE = N_COPY_SOURCES + _RESUME_BUCKETS
+_SUPPORT_BASE = _N_MATCH_SOURCES + _RESUME_BUCKETS
 MEMORY_PRIORS = ((0.25, 0.4, 0.55, 0.7, 0.8) + (0.55, 0.65, 0.75, 0.8, 0.85) + (0.3, 0.45, 0.6)
                  + (0.5, 0.1, 0.4, 0.6, 0.9))
 # Following: how far past the place where the output departed from a memory draft
@@ -59,8 +60,9 @@ FOLLOW_WINDOW = 8
 
 def memory_source(match_length: int, continuing: bool = False) -> int:
     """The bucket (0..9) of a memory draft token that follows a backward match of this
-    length: the copy drafter's buckets."""
-    return copy_source(match_length, continuing)
+    length: 2-3, 4-7, 8-15, 16-31, 32+, fresh or continuing."""
+    bucket = min(_MATCH_BUCKETS - 1, max(0, match_length.bit_length() - 2))
+    return bucket + (_MATCH_BUCKETS if continuing else 0)
 
 
 def support_source(agree: int, seen: int) -> int:
@@ -73,7 +75,7 @@ def support_source(agree: int, seen: int) -> int:
 def resumed_source(match_length: int) -> int:
     """The bucket (10..12) of the first token of a draft resumed near the place where
     the output departed from a memory draft, after a backward match of this length."""
-    return N_COPY_SOURCES + min(_RESUME_BUCKETS - 1, max(0, match_length.bit_length() - 1))
+    return _N_MATCH_SOURCES + min(_RESUME_BUCKETS - 1, max(0, match_length.bit_length() - 1))
 
 
 class MemoryProposer:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ngramspec._core import NGramPredictor
 from ngramspec.proposers.base import Proposal
 
@@ -41,7 +43,14 @@ def ngram_source(count: int, total: int) -> int:
 
 def ngram_sources(counts: Any, totals: Any, base: int = 0) -> list[int]:
     """``base`` + ngram_source for each token of a draft."""
-    return [base + ngram_source(c, t) for c, t in zip(counts.tolist(), totals.tolist())]
+    if len(counts) <= 4:   # most passes: a few tokens, where numpy's per-call cost is the larger
+        return [base + ngram_source(c, t) for c, t in zip(counts.tolist(), totals.tolist())]
+    c, t = np.asarray(counts, dtype=np.int64), np.asarray(totals, dtype=np.int64)
+    bucket = np.where(c < t, 3, 4)
+    bucket = np.where(5 * c < 4 * t, 2, bucket)
+    bucket = np.where(2 * c < t, 1, bucket)
+    bucket = np.where(t <= 1, 0, bucket)
+    return (bucket + base).tolist()   # type: ignore[no-any-return]
 
 
 class NGramProposer:

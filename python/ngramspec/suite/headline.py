@@ -64,42 +64,62 @@ def builds_table(report: dict[str, Any]) -> list[str]:
     """The table over stock plain, when the report ran two builds side by side
     (``ngramspec bench --other-build``): each build's plain, exact and fast mode as a
     speed-up over the stock build's plain decoding, text identity with the same
-    build's plain decoding, and llama-server's best n-gram mode when it ran."""
+    build's plain decoding, and, for each build whose llama-server ran, its best
+    n-gram mode and its plain decoding (``none``)."""
     local, other = report["build"], report["other_build"]
     name = {f"{local} {m}": m for m in OTHER_BUILD_METHODS}
     name.update({m: m for m in other["methods"]})
     stock_plain = "plain" if local == "stock" else other["plain"]   # the baseline
-    servers = [m for m in report["methods"] if m.startswith(SERVER_PREFIX)]
-    cols = [(f"{b} {kind}", f"{b} {m}") for b in ("stock", "exact-build")
-            for kind, m in zip(("plain", "exact", "fast"), OTHER_BUILD_METHODS)]
+    prefix = {local: "", other["label"]: f"{other['label']} "}      # a build's llama-server methods
+    cols: list[tuple[str, str]] = []
+    for b in ("stock", "exact-build"):
+        cols += [(f"{b} {kind}", f"{b} {m}") for kind, m in zip(("plain", "exact", "fast"), OTHER_BUILD_METHODS)]
+        servers = _servers(report["methods"], prefix.get(b))
+        if servers:
+            cols.append((f"{b} llama-server best n-gram mode", "best:" + b))
+        if f"{prefix.get(b)}llama-server none" in report["methods"]:
+            cols.append((f"{b} llama-server none", f"{prefix.get(b)}llama-server none"))
     head = ["workload", "stock plain tok/s"] + [c for c, _ in cols[1:]]
-    if servers:
-        head.append("llama-server best n-gram mode (stock flags)" if local == "stock" else
-                    "llama-server best n-gram mode")
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for w in report["workloads"]:
         m = w["methods"]
         base = m[stock_plain]
 
-        def cell(method: str, m: dict[str, Any] = m, base: dict[str, Any] = base) -> str:
+        def speed_up(method: str, m: dict[str, Any] = m, base: dict[str, Any] = base) -> float:
             f = m.get(method)
             if not f or f["failed"] or not f["decode_tok_s"]:
-                return "-"
+                return math.nan
             # Run from the stock build, a method's speed-ups are already round by round
             # over stock plain; otherwise the ratio of median speeds.
-            speed_up = (median_or_nan(f["speedups"]) if stock_plain == "plain"
-                        else f["decode_tok_s"] / base["decode_tok_s"])
-            text = ratio(speed_up)
-            if not method.endswith("plain"):
+            return (median_or_nan(f["speedups"]) if stock_plain == "plain"
+                    else f["decode_tok_s"] / base["decode_tok_s"])
+
+        def cell(key: str, m: dict[str, Any] = m) -> str:
+            if key.startswith("best:"):
+                servers = _servers(report["methods"], prefix.get(key[5:]))
+                best = max(servers, key=lambda s: -1.0 if math.isnan(speed_up(s)) else speed_up(s))
+                mode = best[len(prefix[key[5:]] + "llama-server "):]
+                return f"{ratio(speed_up(best))} ({mode[len('ngram-'):]})" if not math.isnan(speed_up(best)) else "-"
+            method = name.get(key, key)
+            x = speed_up(method)
+            if math.isnan(x):
+                return "-"
+            text = ratio(x)
+            f = m[method]
+            if not method.endswith(("plain", "none")):
                 text += " =" if f["identical"] else f" ({f['diverged']} div. in {f['tokens']} tok)"
             return text
 
-        cells = [w["name"], f"{base['decode_tok_s']:.1f}"] + [cell(name[key]) for _, key in cols[1:]]
-        if servers:
-            best = max(servers, key=lambda s: m[s]["decode_tok_s"] or 0.0)
-            cells.append(f"{ratio(m[best]['decode_tok_s'] / base['decode_tok_s'])} ({best[len(SERVER_PREFIX):]})")
+        cells = [w["name"], f"{base['decode_tok_s']:.1f}"] + [cell(key) for _, key in cols[1:]]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
+
+
+def _servers(methods: Sequence[str], prefix: str | None) -> list[str]:
+    """A build's llama-server n-gram modes in the report (none when its server did not run)."""
+    if prefix is None:
+        return []
+    return [m for m in methods if m.startswith(prefix + SERVER_PREFIX)]
 
 
 def main(paths: list[str]) -> int:

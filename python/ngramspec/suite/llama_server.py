@@ -86,7 +86,10 @@ class LlamaServer(ServerProcess):
             cmd += ["--spec-type", mode]
         # Its log goes to a file: an unread pipe would fill up and stall the server.
         self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - kept open for the server's life, closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, text=True)
+        from ngramspec.builds.kernel_env import peer_environ
+
+        # llama-server runs with llama.cpp's default kernels, as its users run it.
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, text=True, env=peer_environ())
         deadline = time.monotonic() + startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -33,8 +33,8 @@ DRAFT_MODEL_ENV = "NGRAMSPEC_BENCH_DRAFT_MODEL"
 # llama-cpp-python's own README; max_ngram_size=2 is its default).
 LOOKUP_PRED_TOKENS = 10
 # Invariance and the verify-cost curve are measured up to this batch size: the
-# engine's default cap (9) and room above it for the model-free limit.
-MEASURED_MAX_BATCH = 17
+# engine's default cap (a draft of 64 tokens and the token before it).
+MEASURED_MAX_BATCH = 65
 
 # How each ngramspec method configures its SpeculativeEngine: the suite and the
 # peak-RSS probe (rss.py) both build engines from this one table.

@@ -40,7 +40,10 @@ class OtherBuild:
 
     def __init__(self, python: str, model_path: str, n_ctx: int, threads: int | None, *,
                  methods: tuple[str, ...] = OTHER_BUILD_METHODS, progress: bool = True) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        from ngramspec.builds.kernel_env import peer_environ
+
+        # The other build's own ngramspec decides its kernel switches, as it would for a user.
+        env = {**peer_environ(), "PYTHONUNBUFFERED": "1"}
         try:
             self.proc = subprocess.Popen([python, "-m", "ngramspec.suite.other_build"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=None if progress else subprocess.DEVNULL,

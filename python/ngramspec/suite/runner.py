@@ -55,13 +55,17 @@ class Suite:
         or the exact build's): plain, ngramspec and ngramspec fast also run there,
         interleaved with the rest, named after that build ("stock plain",
         "exact-build ngramspec", ...; other_build.py).
+    other_server: a llama-server built with the other build's flags (needs
+        ``other_python``): its modes run too, named after that build
+        ("exact-build llama-server ngram-mod"), so each build is compared with
+        llama.cpp's own server on the same kernels.
     """
 
     def __init__(self, model: str, *, quick: bool, n_ctx: int = 4096, threads: int | None = None,
                  methods: tuple[str, ...] = METHODS, progress: bool = True, server: str | None = None,
                  server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
                  trace: bool = False, cost: Any = None, serve: bool = False,
-                 other_python: str | None = None) -> None:
+                 other_python: str | None = None, other_server: str | None = None) -> None:
         from ngramspec.calibration.cost_timing import measure_verify_cost
         from ngramspec.calibration.invariance import check_batch_invariance
 
@@ -107,13 +111,19 @@ class Suite:
                 from ngramspec.suite.ngramspec_server import NgramspecServer
 
                 self.servers[SERVE_METHOD] = NgramspecServer(self.path, n_ctx, self.threads, self.threads_batch)
-            if server:
+            if other_server and self.other is None:
+                raise ValueError("other_server needs other_python: it is the other build's llama-server")
+            binaries = [(server, "")] if server else []
+            if other_server:
+                assert self.other is not None
+                binaries.append((other_server, f"{self.other.label} "))
+            for binary, label in binaries:
                 from ngramspec.suite.llama_server import DEFAULT_MODES, LlamaServer
 
                 for mode in server_modes or DEFAULT_MODES:
                     draft = model_path(draft_model_for(model)) if mode == "draft" else None
-                    self.servers[f"llama-server {mode}"] = LlamaServer(server, self.path, mode, n_ctx, self.threads,
-                                                                       draft=draft, threads_batch=self.threads_batch)
+                    self.servers[f"{label}llama-server {mode}"] = LlamaServer(
+                        binary, self.path, mode, n_ctx, self.threads, draft=draft, threads_batch=self.threads_batch)
         except BaseException:
             self.close()
             raise
@@ -130,7 +140,7 @@ class Suite:
 
     def same_build_plain(self, method: str) -> str:
         """The plain decoding on ``method``'s build: what its text is compared with."""
-        if self.other is not None and method in self.other.methods:
+        if self.other is not None and (method in self.other.methods or method.startswith(f"{self.other.label} ")):
             return self.other.plain
         return "plain"
 

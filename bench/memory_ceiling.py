@@ -15,30 +15,17 @@ Usage: PYTHONPATH=python python bench/memory_ceiling.py bench/results/memory-qwe
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import memory_replay  # a sibling in bench/ (run as a script, bench/ is on sys.path)
 from ngramspec._core import NGramPredictor, SuffixMatcher
 from ngramspec.memory.proposer import MemoryProposer
 from ngramspec.memory.store import Memory
 from ngramspec.models import load_llama
-
-
-def _sibling(name: str) -> Any:
-    """bench/<name>.py as a module (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-memory_replay = _sibling("memory_replay")
 
 
 def _agree(draft: Any, truth: Sequence[int]) -> int:

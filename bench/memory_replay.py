@@ -17,7 +17,6 @@ Usage: PYTHONPATH=python python bench/memory_replay.py bench/results/memory-qwen
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+import memory_sequences  # a sibling in bench/ (run as a script, bench/ is on sys.path)
 from ngramspec.drafting.drafter import Drafter
 from ngramspec.drafting.policy import CostAwarePolicy
 from ngramspec.engine.request import prompt_tokens_for
@@ -35,19 +35,6 @@ from ngramspec.proposers.base import Proposer
 from ngramspec.proposers.copy import CopyProposer
 from ngramspec.proposers.ngram import NGramProposer
 from ngramspec.suite import sources
-
-
-def _sibling(name: str) -> Any:
-    """bench/<name>.py as a module (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-memory_sequences = _sibling("memory_sequences")
 
 SEQUENCES = ("extraction", "tool_calls", "edits", "unrelated")
 

@@ -142,8 +142,6 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report")
     ap.add_argument("--max-draft", type=int, default=8)
-    ap.add_argument("--prior-weight", type=float, default=None,
-                    help="CostAwarePolicy's prior_weight (default: the policy's own default)")
     ap.add_argument("--all-sizes", action="store_true",
                     help="fast mode (exact=False): every batch size of the curve is allowed, for the replay and the "
                          "limit alike, and the policy prices the curve's shape")
@@ -192,9 +190,8 @@ def main() -> int:
         # Fixed costs, so a replay's decisions do not depend on this machine's timing
         # (with --believed-curve: learned from the true curve's timings, as the engine does).
         learn = bool(opts.believed_curve)
-        weight = {} if opts.prior_weight is None else {"prior_weight": opts.prior_weight}
         policy = CostAwarePolicy(max_draft + 1, learn_cost=learn, keep_acceptance=opts.keep_acceptance,
-                                 explore=learn and not opts.no_explore, **weight)
+                                 explore=learn and not opts.no_explore)
         start = load_curve(opts.believed_curve, data)[0] if opts.believed_curve else cost
         policy.calibrate({b + 1: c for b, c in enumerate(start[: max_draft + 1])}, shape=opts.all_sizes)
         policies.append(policy)

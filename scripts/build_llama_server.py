@@ -22,8 +22,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from install_llama_cpp import load_llama_build  # noqa: E402
+from install_llama_cpp import load_llama_build  # beside this script: run as one, scripts/ is on sys.path
 
 LLAMA_BUILD = load_llama_build()
 LLAMA_CPP_PYTHON_VERSION: str = LLAMA_BUILD.PINNED_VERSION

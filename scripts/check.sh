@@ -32,7 +32,8 @@ for check in "${checks[@]}"; do
             # mypy keeps an attribute narrowed by an assert across the calls that change it,
             # so tests that assert a state, act, then assert the next state read as unreachable.
             echo "== mypy (tests, bench: looser)"
-            "$PY" -m mypy --allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls \
+            # bench/ on the path: its scripts import their siblings by name, as tests import replay.
+            MYPYPATH=bench "$PY" -m mypy --allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls \
                 --allow-untyped-decorators --no-warn-return-any --check-untyped-defs --allow-any-generics \
                 --no-warn-unreachable --follow-imports=silent --explicit-package-bases tests bench \
                 || failed+=(mypy-tests) ;;

@@ -46,6 +46,39 @@ def usable_n_ctx(llm: Any) -> int:
     return int(llm.n_ctx())
 
 
+def model_handle(llm: Any) -> Any:
+    """The raw llama_model pointer of ``llm`` (for llama_model_* calls)."""
+    return llm._model.model
+
+
+def vocab_handle(llm: Any) -> Any:
+    """The raw llama_vocab pointer of ``llm``."""
+    return llm._model.vocab
+
+
+def token_text(llm: Any, token: int) -> str:
+    """A token's text as the GGUF vocabulary stores it (special tokens included)."""
+    return str(llm._model.token_get_text(token))
+
+
+def special_tokens(llm: Any) -> dict[str, int]:
+    """BOS, EOS and (where the model has one) EOT ids."""
+    model = llm._model
+    out = {"BOS": int(model.token_bos()), "EOS": int(model.token_eos())}
+    eot = getattr(model, "token_eot", None)
+    if eot is not None:
+        out["EOT"] = int(eot())
+    return out
+
+
+def set_cached_tokens(llm: Any, n: int) -> None:
+    """Tell the Llama its cache now holds ``n`` tokens (its input_ids already say
+    which), and that its last logits are no longer its own (``Llama.eval`` must run
+    before it samples again)."""
+    llm.n_tokens = n
+    llm._requires_eval = True
+
+
 def can_roll_back(llm: Any) -> bool:
     """Recurrent and hybrid models keep state that a KV range removal cannot undo."""
     llama_cpp = llama_cpp_module()

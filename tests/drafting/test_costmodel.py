@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from ngramspec.drafting.cost_model import MIN_BATCH_COST, REFRESH_AFTER, CostModel
-from ngramspec.drafting.policy import EXPLORE_EVERY, EXPLORE_MAX_INTERVAL, CostAwarePolicy
+from ngramspec.drafting.policy import EXPLORE_EVERY, EXPLORE_MAX_INTERVAL
+from tests.support.policies import table_policy
 
 ALL = np.ones(10, dtype=bool)
 T1 = 0.010                               # seconds of a one-token decode on the quiet machine
@@ -53,7 +54,7 @@ def run(policy, passes, *, predictable=True, timing=quiet, load=lambda i: 1.0, s
 
 
 def trapped_policy(**kw):
-    p = CostAwarePolicy(9, **kw)
+    p = table_policy(9, **kw)
     p.calibrate(TRAP)
     return p
 
@@ -106,7 +107,7 @@ def test_a_burst_of_load_mid_generation_does_not_pin_the_curve():
     # Quiet start (the right curve), then 30 passes whose batched timings are 6x (the
     # one-token reference stays the quiet one: the worst case), then quiet again.
     # The text: 6 predictable tokens, then a miss (acceptance about 0.86).
-    p = CostAwarePolicy(9)
+    p = table_policy(9)
     p.calibrate({b: 1 + 0.3 * (b - 1) for b in range(1, 10)})
     p.observe(1, T1, [], 0)
     burst = range(20, 50)
@@ -129,7 +130,7 @@ def test_a_stale_one_token_time_is_refreshed():
     for _ in range(REFRESH_AFTER):
         m.observe(9, quiet(9))
     assert m.single_is_stale and abs(m.scale - 0.1) < 1e-9         # ratios against the loaded time: too cheap
-    p = CostAwarePolicy(9, prior_slope=0.3)
+    p = table_policy(9, prior_slope=0.3)
     p.cost = m
     p.acceptance = 0.99
     assert p.choose_among([[4] * 8], ALL) == (0, 0)      # the refresh pass
@@ -202,9 +203,9 @@ def test_a_cheap_batch_is_floored_and_never_above_b_singles():
 def test_when_a_batch_is_cheaper_than_one_token_any_draft_is_verified():
     # A one-token draft at 10% acceptance: dearer than plain decoding on a line
     # through r(1) = 1, cheaper on the split-thread curve.
-    p = CostAwarePolicy(9, prior_accept=0.1)
+    p = table_policy(9, ngram_prior=0.1)
     p.calibrate({b: 1.0 + 0.3 * (b - 1) for b in range(1, 10)})
     assert p.acceptance_of(0) == 0.1 and p.choose_among([[0]], ALL)[1] == 0
-    p = CostAwarePolicy(9, prior_accept=0.1)
+    p = table_policy(9, ngram_prior=0.1)
     p.calibrate(SPLIT)
     assert p.choose_among([[0]], ALL)[1] == 1

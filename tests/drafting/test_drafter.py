@@ -8,34 +8,25 @@ from typing import ClassVar
 
 import numpy as np
 
-from ngramspec.drafting.drafter import Drafter
+from ngramspec.drafting.drafter import Drafter, source_bases
 from ngramspec.drafting.policy import CostAwarePolicy
-from ngramspec.proposers.base import Proposal
+from ngramspec.proposers.base import Proposal, Proposer
 from ngramspec.proposers.copy import CopyProposer
 from ngramspec.proposers.ngram import NGramProposer
 
 
-class _Repeats:
+class _Repeats(Proposer):
     """Always drafts the token 7: right every time on a text of 7s."""
 
     name: ClassVar[str] = "repeats"
-
-    def __init__(self, keeps: bool) -> None:
-        self.keeps_acceptance = keeps
-        self.source_priors: Sequence[float] = (0.2,)
-        self.source_base = 0
-
-    def begin(self, prompt: Sequence[int]) -> None:
-        pass
+    source_priors: Sequence[float] = (0.2,)
 
     def propose(self, k: int) -> Proposal:
-        return Proposal(np.full(k, 7, dtype=np.int32), [self.source_base] * k, self.name, 3)
+        return Proposal(np.full(k, 7, dtype=np.int32), [0] * k, self.name, 3)
 
-    def accept(self, tokens: Sequence[int]) -> None:
-        pass
 
-    def end(self, output: Sequence[int]) -> None:
-        pass
+class _KeepingRepeats(_Repeats):
+    keeps_acceptance: ClassVar[bool] = True
 
 
 def _generation(d: Drafter, passes: int) -> None:
@@ -50,11 +41,12 @@ def _generation(d: Drafter, passes: int) -> None:
 def test_a_proposer_that_keeps_acceptance_starts_the_next_generation_where_it_left_off():
     allowed = np.ones(10, dtype=bool)
     for keeps in (True, False):
-        repeats = _Repeats(keeps)
+        repeats = _KeepingRepeats() if keeps else _Repeats()
         policy = CostAwarePolicy(9, learn_cost=False)
         policy.calibrate({b: 1.0 + 0.1 * (b - 1) for b in range(1, 10)})
-        d = Drafter([NGramProposer(), CopyProposer(), repeats], policy, allowed, 8)
-        src = repeats.source_base
+        proposers = [NGramProposer(), CopyProposer(), repeats]
+        d = Drafter(proposers, policy, allowed, 8)
+        src = source_bases(proposers)[0][2]
         _generation(d, 30)
         learned = policy.acceptance[src]
         assert learned > 0.9
@@ -63,17 +55,27 @@ def test_a_proposer_that_keeps_acceptance_starts_the_next_generation_where_it_le
 
 
 def test_without_the_copy_proposer_the_next_proposer_starts_from_its_own_priors():
-    # Its buckets take the copy proposer's slots in the policy's table; they had
+    # Its buckets take the copy proposer's slots in the policy's table; they once
     # kept the copy seeds (0.35, 0.5, 0.65, ...) instead of the declared 0.2.
     allowed = np.ones(10, dtype=bool)
     for with_copy in (True, False):
-        repeats, copy = _Repeats(keeps=False), CopyProposer()
+        repeats, copy = _Repeats(), CopyProposer()
         policy = CostAwarePolicy(9, learn_cost=False)
-        d = Drafter([NGramProposer(), copy, repeats] if with_copy else [NGramProposer(), repeats], policy, allowed, 8)
-        assert policy.acceptance_of(repeats.source_base) == 0.2
+        proposers = [NGramProposer(), copy, repeats] if with_copy else [NGramProposer(), repeats]
+        d = Drafter(proposers, policy, allowed, 8)
+        bases = source_bases(proposers)[0]
+        assert policy.acceptance_of(bases[-1]) == 0.2
         if with_copy:
-            assert [policy.acceptance_of(copy.source_base + i) for i in range(len(copy.source_priors))] == \
+            assert [policy.acceptance_of(bases[1] + i) for i in range(len(copy.source_priors))] == \
                 [float(x) for x in copy.source_priors]
         _generation(d, 3)
         d.begin([1, 2, 3])      # a new generation starts from the same priors
-        assert policy.acceptance_of(repeats.source_base) == 0.2
+        assert policy.acceptance_of(bases[-1]) == 0.2
+
+
+def test_the_policy_table_is_built_from_the_proposers_alone():
+    policy = CostAwarePolicy(9)
+    assert len(policy.acceptance) == 0
+    proposers = [NGramProposer(), CopyProposer(), _Repeats()]
+    Drafter(proposers, policy, np.ones(10, dtype=bool), 8)
+    assert policy.acceptance.tolist() == [float(x) for p in proposers for x in p.source_priors]

@@ -91,5 +91,5 @@ def test_top_logprobs_order_ties_as_plain_does():
     expected = sorted(zip(lp.tolist(), range(len(lp))), reverse=True)[:3]
     assert rec.top_logprobs[0] == [(i, v) for v, i in expected] and [i for i, _ in rec.top_logprobs[0]] == [4, 2, 1]
     np.testing.assert_array_equal(lp, llama_cpp.Llama.logits_to_logprobs(row[None, :])[0])
-    with pytest.raises(ValueError, match="logprobs must be an int >= 0"):
+    with pytest.raises(ValueError, match="logprobs must be >= 0"):
         TokenLogprobs(-1)

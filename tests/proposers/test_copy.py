@@ -14,7 +14,7 @@ def test_buckets_climb_with_the_evidence_and_split_on_continuing():
 def test_a_long_run_lifts_a_short_match():
     # A copy right for 200 tokens rests on its run, not on the matcher's capped match.
     assert copy_sources(8, True, 1, run=200) == [copy_source(200, True)]
-    assert copy_sources(8, True, 3, base=5, run=0) == [5 + copy_source(8 + i, True) for i in range(3)]
+    assert copy_sources(8, True, 3, run=0) == [copy_source(8 + i, True) for i in range(3)]
 
 
 def test_agreement_counts_a_copy_right_over_the_pass_and_refuses_a_wrong_one():

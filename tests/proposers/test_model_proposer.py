@@ -13,7 +13,7 @@ import pytest
 llama_cpp = pytest.importorskip("llama_cpp")
 
 from ngramspec import _llama, models  # noqa: E402
-from ngramspec.proposers.base import Proposer  # noqa: E402
+from ngramspec.proposers.base import CostlyProposer, Proposer  # noqa: E402
 from ngramspec.proposers.draft_model import DRAFT_STREAM, DraftModelProposer  # noqa: E402
 from ngramspec.proposers.draft_model_loading import check_compatible, load_draft_model, memory_report  # noqa: E402
 from ngramspec.sampling import (  # noqa: E402
@@ -218,10 +218,9 @@ def test_greedy_draft_stops_after_end_of_generation(proposer, target):
 def test_source_buckets_by_position(draft, target):
     draft.reset()
     prop = DraftModelProposer(draft, target, n_buckets=3, prior=0.6)
-    prop.source_base = 10
     assert list(prop.source_priors) == [0.6] * 3
     prop.begin(tok(target, PROMPTS[0]))
-    assert prop.propose(6).sources == [10, 11, 12, 12, 12, 12]
+    assert prop.propose(6).sources == [0, 1, 2, 2, 2, 2]       # its own buckets; the Drafter places them
 
 
 def test_proposal_stops_at_the_context_end(smollm2_path):
@@ -477,7 +476,7 @@ class _FakeCost:
 
 
 class _PolicyStub:
-    """The Policy protocol's methods, doing nothing: the gate reads a policy's pricing only."""
+    """The Policy protocol's methods, doing nothing, and no prices (an eager policy)."""
 
     def declare_sources(self, base, priors, *, keep=False) -> None: ...
     def new_generation(self) -> None: ...
@@ -485,25 +484,42 @@ class _PolicyStub:
     def observe(self, batch, seconds, sources, accepted) -> None: ...
     def defer(self, start, tokens, sources) -> None: ...
     def settle(self, output) -> None: ...
+    def pricing(self): return None
 
 
 class _FakePolicy(_PolicyStub):
-    score: Callable[..., float]  # set by one test: the policy's scorer
+    """Prices: a linear cost curve and an acceptance per source (the gate reads these only)."""
+
+    score: Callable[..., float]   # the scorer of the other proposals (plain decoding: 1)
 
     def __init__(self, acceptance, single=float("nan")):
         self.acceptance = list(acceptance)
         self.cost = _FakeCost(single)
+        self.score = lambda sources, allowed: 1.0
+
+    def pricing(self):
+        return self
+
+    @property
+    def costs(self):
+        return self.cost.costs
+
+    @property
+    def single_seconds(self):
+        return self.cost.single_seconds
 
     def acceptance_of(self, source):
         return self.acceptance[source]
 
 
-class _FakeDraft:
+class _FakeDraft(CostlyProposer):
+    """A costly proposer's pricing side: its buckets are draft positions (0, 1, 2, 2, ...)."""
+
     def __init__(self, size_ratio=0.1, seconds_per_token=None, n_buckets=3):
-        self.size_ratio, self.spt, self.n_buckets, self.source_base = size_ratio, seconds_per_token, n_buckets, 2
+        self.size_ratio, self.spt, self.n_buckets = size_ratio, seconds_per_token, n_buckets
 
     def planned_sources(self, k):
-        return [self.source_base + min(i, self.n_buckets - 1) for i in range(k)]
+        return [min(i, self.n_buckets - 1) for i in range(k)]
 
     def expected_seconds(self, k):
         return None if self.spt is None else k * self.spt
@@ -513,11 +529,11 @@ def test_gate_calls_a_cheap_accurate_draft():
     from ngramspec.drafting.cost_gate import CostlyGate
 
     allowed = np.ones(10, dtype=bool)
-    policy = _FakePolicy([0.0, 0.0, 0.9, 0.9, 0.9])
+    policy = _FakePolicy([0.9, 0.9, 0.9])
     gate = CostlyGate()
     # Priced by size before timings: 1 + sum 0.9^i over 1 + 0.4 j + 0.1 j peaks at j = 3.
     assert gate.plan(_FakeDraft(size_ratio=0.1), policy, allowed, 8) == 3
-    assert gate.plan(_FakeDraft(size_ratio=0.01), _FakePolicy([0, 0, .99, .99, .99]), allowed, 8) == 8
+    assert gate.plan(_FakeDraft(size_ratio=0.01), _FakePolicy([.99, .99, .99]), allowed, 8) == 8
     # Timed: a draft token costs a fifth of a target token -> 2 tokens pay best;
     # at half a target token nothing pays.
     policy.cost.single_seconds = 0.01
@@ -530,8 +546,8 @@ def test_gate_calls_a_cheap_accurate_draft():
     copy = Proposal(np.arange(6, dtype=np.int32), [0] * 6, "copy")
     policy.score = lambda sources, allowed: 3.0  # the policy scores the copy at 3
     assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8, [copy, Proposal.none()]) == 0
-    del policy.score
-    assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8, [copy]) == 2  # no scorer: vs plain
+    policy.score = lambda sources, allowed: 1.0
+    assert gate.plan(_FakeDraft(seconds_per_token=0.002), policy, allowed, 8, [copy]) == 2  # a copy as good as plain
     # Only allowed batch sizes: verify at most 3 tokens (batch 4).
     allowed[5:] = False
     assert gate.plan(_FakeDraft(size_ratio=0.01), policy, allowed, 8) <= 3
@@ -550,18 +566,17 @@ def test_gate_prices_with_the_cost_aware_policys_public_api():
     assert policy.score([base, base + 1], allowed) == policy._best([base, base + 1], allowed)[1] > 1.0
     assert policy.score([], allowed) == 1.0  # plain decoding
     draft = _FakeDraft(size_ratio=0.1)
-    draft.source_base = base
-    assert CostlyGate().plan(draft, policy, allowed, 6) > 0  # pays against plain decoding
+    assert CostlyGate().plan(draft, policy, allowed, 6, base=base) > 0  # pays against plain decoding
     # A free proposal from sources as good as the draft's always scores higher -> refused.
     copy = Proposal(np.arange(6, dtype=np.int32), [base] * 6, "copy")
-    assert CostlyGate().plan(draft, policy, allowed, 6, [copy]) == 0
+    assert CostlyGate().plan(draft, policy, allowed, 6, [copy], base=base) == 0
 
 
 def test_gate_probes_a_refused_draft_once_per_interval():
     from ngramspec.drafting.cost_gate import CostlyGate
 
     allowed = np.ones(10, dtype=bool)
-    policy = _FakePolicy([0.0, 0.0, 0.9, 0.9, 0.9])
+    policy = _FakePolicy([0.9, 0.9, 0.9])
     gate = CostlyGate(probe_interval=32, probe_tokens=4)
     # Cheap, but refused: the other proposers offer more this pass -> one probe per interval.
     cheap = _FakeDraft(size_ratio=0.01)
@@ -574,7 +589,7 @@ def test_gate_probes_only_within_its_budget_of_decode_time():
     from ngramspec.drafting.cost_gate import CATCHUP_SHARE, PROBE_BUDGET, CostlyGate
 
     allowed = np.ones(10, dtype=bool)
-    policy = _FakePolicy([0.0, 0.0, 0.9, 0.9, 0.9])
+    policy = _FakePolicy([0.9, 0.9, 0.9])
     # As costly as the target: a 4-token probe costs 4 target tokens, so it waits
     # until the refused passes since the last call are worth 4 / PROBE_BUDGET of them.
     gate = CostlyGate(probe_interval=32, probe_tokens=4)
@@ -584,7 +599,7 @@ def test_gate_probes_only_within_its_budget_of_decode_time():
     assert [i for i, n in enumerate(calls) if n] == [wait - 1, 2 * wait - 1]
     # A draft model that has not seen the prompt yet pays its catch-up in the probe.
     behind = _FakeDraft(size_ratio=0.1)
-    behind.pending_tokens = lambda: 1000  # type: ignore[attr-defined]
+    behind.pending_tokens = lambda: 1000  # type: ignore[method-assign]
     gate = CostlyGate(probe_interval=32, probe_tokens=4)
     calls = [gate.plan(behind, policy, allowed, 8, 50.0) for _ in range(1000)]
     first = [i for i, n in enumerate(calls) if n][0]
@@ -627,7 +642,6 @@ def test_gate_without_a_cost_model_always_calls():
 
 
 def test_planned_sources_match_the_proposal(proposer, target):
-    proposer.source_base = 5
     proposer.begin(tok(target, PROMPTS[0]))
     assert proposer.planned_sources(10) == proposer.propose(10).sources
 

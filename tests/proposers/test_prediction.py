@@ -53,12 +53,11 @@ def test_a_prediction_that_never_matches_offers_nothing():
     assert all(s == [] for s in drive(list(range(100, 130)), list(range(1, 40)))[1:])
 
 
-def test_sources_are_tagged_with_the_base_and_grow_with_the_match():
+def test_sources_are_its_own_buckets_and_grow_with_the_match():
     p = PredictionProposer(list(range(100, 140)))
-    p.source_base = 20
     p.begin([])
     first = p.propose(4)
-    assert all(s >= 20 for s in first.sources)
+    assert all(0 <= s < len(p.source_priors) for s in first.sources)
     p.accept(first.tokens.tolist())
     later = p.propose(4)
     assert later.sources[0] >= first.sources[0] and later.match_length == 4

@@ -67,14 +67,18 @@ def test_the_builds_table_is_over_stock_plain_with_identity_marked():
         "build": "stock", "other_build": {"label": "exact-build", "plain": "exact-build plain",
                                           "methods": ["exact-build plain", "exact-build ngramspec",
                                                       "exact-build ngramspec fast"]},
-        "methods": ["plain", "ngramspec", "ngramspec fast", "llama-server ngram-simple", "exact-build plain",
-                    "exact-build ngramspec", "exact-build ngramspec fast"],
+        "methods": ["plain", "ngramspec", "ngramspec fast", "llama-server ngram-simple", "llama-server ngram-mod",
+                    "llama-server none", "exact-build plain", "exact-build ngramspec", "exact-build ngramspec fast",
+                    "exact-build llama-server ngram-mod", "exact-build llama-server none"],
         "workloads": [{"name": "code_editing", "methods": {
             "plain": _fig(100.0, [1.0]), "ngramspec": _fig(100.0, [1.0]),
             "ngramspec fast": _fig(150.0, [1.5], identical=False, diverged=1),
-            "llama-server ngram-simple": _fig(120.0, [1.2]),
+            "llama-server ngram-simple": _fig(120.0, [1.2]), "llama-server ngram-mod": _fig(110.0, [1.1]),
+            "llama-server none": _fig(103.0, [1.03]),
             "exact-build plain": _fig(90.0, [0.9]), "exact-build ngramspec": _fig(160.0, [1.6]),
-            "exact-build ngramspec fast": _fig(170.0, [1.7])}}],
+            "exact-build ngramspec fast": _fig(170.0, [1.7]),
+            "exact-build llama-server ngram-mod": _fig(140.0, [1.4], identical=False, diverged=2),
+            "exact-build llama-server none": _fig(95.0, [0.95])}}],
     }
     head, _, row = headline.builds_table(report)
     cols = [c.strip() for c in head.strip("|").split("|")]
@@ -85,4 +89,8 @@ def test_the_builds_table_is_over_stock_plain_with_identity_marked():
     assert cells["exact-build plain"] == "0.90x"
     assert cells["exact-build exact"] == "1.60x ="
     assert cells["exact-build fast"] == "1.70x ="
-    assert cells["llama-server best n-gram mode (stock flags)"] == "1.20x (simple)"
+    # Each build's llama-server: its best n-gram mode and its plain decoding.
+    assert cells["stock llama-server best n-gram mode"] == "1.20x (simple)"
+    assert cells["stock llama-server none"] == "1.03x"
+    assert cells["exact-build llama-server best n-gram mode"] == "1.40x (mod)"
+    assert cells["exact-build llama-server none"] == "0.95x"

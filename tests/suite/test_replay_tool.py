@@ -2,18 +2,11 @@
 verified exactly as far as it is right, when that beats a plain pass."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 
+import replay as replay_tool  # bench/replay.py (pyproject.toml puts bench/ on the tests' path)
 from ngramspec.drafting.policy import CostAwarePolicy
 from ngramspec.proposers.base import Proposal
-
-_spec = importlib.util.spec_from_file_location("bench_replay", Path(__file__).parents[2] / "bench" / "replay.py")
-assert _spec is not None and _spec.loader is not None
-replay_tool = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(replay_tool)
 
 COST = [1.0 + 0.5 * k for k in range(9)]            # r(k + 1) for a k-token draft
 ALL = np.array([False] + [True] * 9, dtype=bool)     # every batch of 1..9 tokens

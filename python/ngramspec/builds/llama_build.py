@@ -92,7 +92,13 @@ def is_exact_build(info: str) -> bool:
     return not any(features.get(name) == "1" for name in INEXACT_FEATURES)
 
 
-class BuildError(Exception):
+try:
+    from ngramspec.errors import NgramspecError
+except ImportError:  # loaded alone by scripts/install_llama_cpp.py, before ngramspec is built
+    NgramspecError = Exception  # type: ignore[misc,assignment]
+
+
+class BuildError(NgramspecError):
     """A build or install that could not be done; the message is one line, and the
     environment is as it was."""
 

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from ngramspec import _llama
 from ngramspec.calibration.cost_curve import STATISTIC, CostCurve, CostCurveResult, evaluate_rounds, prior_curve
-from ngramspec.errors import ContextTooSmall
+from ngramspec.errors import ContextTooSmallError
 
 __all__ = ["DEFAULT_BUDGET_S", "llm_threads", "measure_cost_curve", "measure_verify_cost"]
 
@@ -171,7 +171,8 @@ def measure_cost_curve(llm: Any, sizes: Iterable[int], *, repeats: int = 5, atte
             raise ValueError(f"batch size {sizes_l[-1]} exceeds the context's n_batch ({llm.n_batch})")
         room = _llama.usable_n_ctx(llm) - sizes_l[-1]
         if room < 1:
-            raise ContextTooSmall(f"n_ctx {_llama.usable_n_ctx(llm)} is too small to time a batch of {sizes_l[-1]}")
+            raise ContextTooSmallError(f"n_ctx {_llama.usable_n_ctx(llm)} is too small to time a batch of "
+                                       f"{sizes_l[-1]}")
         context_tokens = max(1, min(context_tokens, room))
         threads = llm_threads(llm)
         rng = random.Random(seed)

@@ -34,9 +34,10 @@ from typing import Any
 import numpy as np
 
 from ngramspec import _llama
+from ngramspec.arg_checks import checked_int
 from ngramspec.calibration.cost_curve import CostCurveResult, prior_curve, validate_curve
 from ngramspec.calibration.cost_timing import llm_threads
-from ngramspec.errors import ContextTooSmall
+from ngramspec.errors import ContextTooSmallError
 
 __all__ = ["BatchSizeResult", "InvarianceReport", "check_batch_invariance", "check_sizes", "check_depths",
            "covers", "effective_max_batch", "CHECK_DENSE_UP_TO", "MAX_CHECK_BATCH", "MAX_CHECK_DEPTH",
@@ -329,18 +330,12 @@ def _probe_plan(llm: Any, max_batch: Any, prefix_tokens: Any, depths: Sequence[i
     """check_batch_invariance's arguments checked: (the clamped max_batch, the depths
     to check at, the probe streams, each long enough for the deepest probe)."""
     _llama.context_of(llm)
-    if isinstance(max_batch, bool) or not isinstance(max_batch, (int, np.integer)):
-        raise TypeError(f"max_batch must be an int, got {type(max_batch).__name__}")
-    if max_batch < 1:
-        raise ValueError(f"max_batch must be >= 1, got {max_batch}")
-    if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, (int, np.integer)):
-        raise TypeError(f"prefix_tokens must be an int, got {type(prefix_tokens).__name__}")
-    if prefix_tokens < 1:
-        raise ValueError("prefix_tokens must be >= 1")
+    checked_int(max_batch, "max_batch", minimum=1)
+    checked_int(prefix_tokens, "prefix_tokens", minimum=1)
     max_batch = effective_max_batch(llm, int(max_batch))
     n_ctx = _llama.usable_n_ctx(llm)
     if prefix_tokens + max_batch > n_ctx:
-        raise ContextTooSmall(f"n_ctx {n_ctx} is too small for a probe of {prefix_tokens + max_batch} tokens")
+        raise ContextTooSmallError(f"n_ctx {n_ctx} is too small for a probe of {prefix_tokens + max_batch} tokens")
     if depths is None:
         depths = check_depths(n_ctx, max_batch, shallowest=int(prefix_tokens))
     else:
@@ -348,7 +343,8 @@ def _probe_plan(llm: Any, max_batch: Any, prefix_tokens: Any, depths: Sequence[i
         if not depths:
             raise ValueError("depths is empty")
         if depths[-1] + max_batch > n_ctx:
-            raise ContextTooSmall(f"n_ctx {n_ctx} is too small for a probe of {max_batch} tokens at depth {depths[-1]}")
+            raise ContextTooSmallError(f"n_ctx {n_ctx} is too small for a probe of {max_batch} tokens at depth "
+                                       f"{depths[-1]}")
     need = depths[-1] + max_batch
     if tokens is None:
         streams = probe_streams(llm, need)
@@ -379,11 +375,7 @@ def _compare_batches(llm: Any, batch: Any, probe: Sequence[int], depth: int, siz
 
 
 def _depth(d: Any) -> int:
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-        raise TypeError(f"depths must be ints, got {type(d).__name__}")
-    if d < 1:
-        raise ValueError(f"depths must be >= 1, got {d}")
-    return int(d)
+    return checked_int(d, "depths", minimum=1, what="ints")
 
 
 def _remove_from(llm: Any, pos: int) -> None:

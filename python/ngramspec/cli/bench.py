@@ -8,13 +8,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ngramspec.errors import MissingChatTemplate, UserError
+from ngramspec.errors import MissingChatTemplateError, UserError
 
 
 def run(args: argparse.Namespace) -> int:
     from ngramspec.suite import run_suite
     from ngramspec.suite.other_build import OtherBuildError
-    from ngramspec.suite.sources import MissingMaterial
+    from ngramspec.suite.sources import MissingMaterialError
 
     if args.rounds is not None and args.rounds < 1:
         raise UserError("--rounds must be >= 1")
@@ -60,11 +60,11 @@ def run(args: argparse.Namespace) -> int:
                        serve=args.serve, other_python=args.other_build, workloads=workloads,
                        other_server=args.other_llama_server,
                        command="ngramspec bench " + " ".join(sys.argv[2:]))
-    except MissingMaterial as e:
+    except MissingMaterialError as e:
         raise UserError(str(e)) from None
     except OtherBuildError as e:
         raise UserError(f"--other-build {args.other_build}: {e}") from None
-    except MissingChatTemplate as e:  # the model cannot run the chat workloads
+    except MissingChatTemplateError as e:  # the model cannot run the chat workloads
         raise UserError(f"--model {args.model}: {e}") from None
     print(md.read_text())
     print(f"report written to {md}", file=sys.stderr)

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ngramspec.cli.common import DEFAULT_PROMPT, load_model
-from ngramspec.errors import ContextTooSmall, UserError
+from ngramspec.errors import ContextTooSmallError, UserError
 
 if TYPE_CHECKING:
     from ngramspec.calibration.invariance import InvarianceReport
@@ -64,7 +64,7 @@ def _invariance_report(llm: Any, args: argparse.Namespace) -> InvarianceReport:
         if args.recalibrate:   # measure again and replace this setup's cache entry
             return invariance_cache.recalibrate(llm, args.max_batch, recheck=True, progress=True)
         return invariance_cache.load_or_check(llm, args.max_batch, progress=True)
-    except ContextTooSmall as e:
+    except ContextTooSmallError as e:
         raise UserError(f"{e}: raise --n-ctx or lower --max-batch") from None
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ngramspec.cli.common import DEFAULT_MAX_TOKENS, load_model, read_prediction, read_prompt
 from ngramspec.cli.demo import DEMO_MAX_TOKENS, demo
-from ngramspec.errors import ContextTooSmall, PromptTooLong, UserError
+from ngramspec.errors import ContextTooSmallError, PromptTooLongError, UserError
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,12 +43,12 @@ def run(args: argparse.Namespace) -> int:
         (lambda **kw: spec.create_completion(prompt, **kw, **predicted))
     try:   # measured (or read from the cache) before timing, as a server does at start-up
         spec.engine.prepare()
-    except ContextTooSmall as e:   # the probe does not fit in --n-ctx
+    except ContextTooSmallError as e:   # the probe does not fit in --n-ctx
         raise UserError(f"{e}: raise --n-ctx or lower --max-draft") from None
     t0 = time.perf_counter()
     try:
         text = _complete(call, req, args.json, chat)
-    except PromptTooLong as e:   # the prompt does not fit in --n-ctx
+    except PromptTooLongError as e:   # the prompt does not fit in --n-ctx
         raise UserError(f"{e}: shorten the prompt or raise --n-ctx") from None
     elapsed = time.perf_counter() - t0
     if memory is not None and memory_path is not None:  # the generation's output is in the memory now

@@ -19,6 +19,7 @@ from ngramspec.cli import bench, doctor, generate, install_llama, serve
 from ngramspec.cli.common import print_error
 from ngramspec.cli.parser import build_parser
 from ngramspec.errors import UserError
+from ngramspec.log import show_on_stderr
 
 
 def _check_shared_args(args: argparse.Namespace) -> None:
@@ -34,6 +35,7 @@ def _check_shared_args(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    show_on_stderr()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve"]:  # its settings are llama-cpp-python server's: server.py parses them
         return serve.run(argv[1:])

@@ -8,14 +8,13 @@ and then, within a budget, so that its prices and acceptance stay current.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from ngramspec.drafting.policy_protocol import Policy
-from ngramspec.proposers.base import Proposal
+from ngramspec.proposers.base import CostlyProposer, Proposal
 
-__all__ = ["CATCHUP_SHARE", "PROBE_BUDGET", "PROBE_INTERVAL", "PROBE_TOKENS", "CostlyGate", "gate_for"]
+__all__ = ["CATCHUP_SHARE", "PROBE_BUDGET", "PROBE_INTERVAL", "PROBE_TOKENS", "CostlyGate"]
 
 # A costly proposer the policy refuses is still called once every PROBE_INTERVAL
 # passes, so that it is noticed when the text becomes one it drafts well.
@@ -55,10 +54,10 @@ class CostlyGate:
     the current generation's so far (each pass counted as one target token, which
     no pass costs less than): a refused draft model costs at most that share of any
     generation's decode time, however short the generations.
-    The policy is read through its public pricing API only: ``cost`` (``costs``,
-    ``single_seconds``), ``acceptance_of(source)`` and, to price the other
-    proposals, ``score(sources, allowed)`` (``CostAwarePolicy``). Without a cost
-    model (an eager policy: no ``cost`` or ``acceptance_of``) it is always called.
+    The policy is read through its prices only (``Policy.pricing()``: ``costs``,
+    ``single_seconds``, ``acceptance_of(source)`` and, to price the other
+    proposals, ``score(sources, allowed)``). A policy without prices (the eager
+    one) has it called always.
 
     Exactness with a sampled draft: the choice uses sources (draft positions)
     and costs only, never the draft tokens or their q, so whether and how much
@@ -79,31 +78,30 @@ class CostlyGate:
         self.probes = 0
         self.refusals = 0
 
-    def plan(self, proposer: Any, policy: Policy, allowed: np.ndarray, k: int,
-             others: float | Sequence[Proposal] = 1.0) -> int:
+    def plan(self, proposer: CostlyProposer, policy: Policy, allowed: np.ndarray, k: int,
+             others: float | Sequence[Proposal] = 1.0, *, base: int = 0) -> int:
         """Tokens to ask ``proposer`` for this pass (0: do not call it). ``others``:
         this pass's other proposals (scored by the policy), or the best score
-        among them (plain decoding scores 1)."""
+        among them (plain decoding scores 1). ``base``: where the proposer's buckets
+        start in the policy's table."""
         if k <= 0:
             return 0
         self.passes += 1
-        cost = getattr(policy, "cost", None)
-        acceptance_of = getattr(policy, "acceptance_of", None)
-        if cost is None or acceptance_of is None:  # eager: no prices
+        pricing = policy.pricing()
+        if pricing is None:  # eager: no prices
             self.calls += 1
             return k
         if isinstance(others, (int, float)):
             best_other = float(others)
         else:
-            score = getattr(policy, "score", None)  # none: the others count as plain decoding
-            best_other = max([1.0] + [score(p.sources, allowed) for p in others if len(p) and score is not None])
-        single = getattr(cost, "single_seconds", float("nan"))
-        costs = cost.costs
-        sources = proposer.planned_sources(k)
+            best_other = max([1.0] + [pricing.score(p.sources, allowed) for p in others if len(p)])
+        single = pricing.single_seconds
+        costs = pricing.costs
+        sources = [base + s for s in proposer.planned_sources(k)]
         best_k, best = 0, best_other
         reach = expected = 1.0
         for j in range(1, k + 1):
-            reach *= acceptance_of(sources[j - 1])
+            reach *= pricing.acceptance_of(sources[j - 1])
             expected += reach
             if j + 1 < len(allowed) and allowed[j + 1]:
                 draft_cost = self.call_cost(proposer, j, single)
@@ -130,7 +128,7 @@ class CostlyGate:
         return 0
 
     @staticmethod
-    def call_cost(proposer: Any, n: int, single: float) -> float:
+    def call_cost(proposer: CostlyProposer, n: int, single: float) -> float:
         """What asking ``proposer`` for ``n`` tokens now costs, in target-token decodes:
         its ``expected_seconds`` (catch-up included) over the target's one-token time;
         before either is measured, ``size_ratio`` x (n + CATCHUP_SHARE x the tokens it
@@ -138,21 +136,9 @@ class CostlyGate:
         seconds = proposer.expected_seconds(n)
         if seconds is not None and single > 0:
             return float(seconds) / single
-        pending = proposer.pending_tokens() if hasattr(proposer, "pending_tokens") else 0
-        return float(proposer.size_ratio) * (n + CATCHUP_SHARE * pending)
+        return float(proposer.size_ratio) * (n + CATCHUP_SHARE * proposer.pending_tokens())
 
     def new_generation(self) -> None:
         """A generation starts (the Drafter's ``begin``): the probe budget of this
         generation starts from nothing; ``refused`` carries on across generations."""
         self.passes = 0
-
-
-def gate_for(proposer: Any) -> CostlyGate | None:
-    """The gate that prices ``proposer`` before each call, or None for a free one.
-    A proposer declaring ``costly = True`` gets a ``CostlyGate`` on first use, kept
-    on it (``proposer.gate``) so that its probe interval runs across generations and
-    engines, and its counters can be read after a run."""
-    gate: CostlyGate | None = getattr(proposer, "gate", None)
-    if gate is None and getattr(proposer, "costly", False):
-        gate = proposer.gate = CostlyGate()
-    return gate

@@ -14,36 +14,40 @@ lengths, and the policy's choice among the allowed batch sizes.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ngramspec.drafting.cost_gate import gate_for
+from ngramspec.drafting.cost_gate import CostlyGate
 from ngramspec.drafting.policy_protocol import Policy
-from ngramspec.proposers.base import Proposal, Proposer
+from ngramspec.proposers.base import CostlyProposer, Proposal, Proposer
 
-__all__ = ["Drafter", "assign_source_bases"]
+__all__ = ["Drafter", "source_bases"]
 
 _PLAIN = Proposal.none()
 
 
-def assign_source_bases(proposers: Sequence[Proposer]) -> int:
-    """Give each proposer its first index in the policy's source table, in order;
-    returns the table's size."""
-    base = 0
+def source_bases(proposers: Sequence[Proposer]) -> tuple[list[int], int]:
+    """Where each proposer's buckets start in the policy's one table, in order, and
+    the table's size."""
+    bases, base = [], 0
     for p in proposers:
-        p.source_base = base
+        bases.append(base)
         base += len(p.source_priors)
-    return base
+    return bases, base
 
 
 class Drafter:
     """proposers: the sources of drafts, in priority order (ties go to the first).
     policy: a ``Policy`` (``CostAwarePolicy`` or ``EagerPolicy``).
     allowed: allowed[b] is True when a verify batch of b tokens may be used.
-    max_draft: most draft tokens per pass."""
+    max_draft: most draft tokens per pass.
+    gates: the ``CostlyGate`` of each costly proposer, kept by the caller so that a
+        gate's probe interval runs across generations (the engine keeps one per
+        costly proposer); a costly proposer without one gets a fresh gate here."""
 
-    def __init__(self, proposers: Sequence[Proposer], policy: Policy, allowed: np.ndarray, max_draft: int) -> None:
+    def __init__(self, proposers: Sequence[Proposer], policy: Policy, allowed: np.ndarray, max_draft: int,
+                 gates: Mapping[Proposer, CostlyGate] | None = None) -> None:
         self.proposers = list(proposers)
         self.policy = policy
         self.allowed = allowed
@@ -51,11 +55,13 @@ class Drafter:
         # Nothing longer than the largest allowed batch can be verified: with none
         # (exact mode on a build where no size is exact) nothing is drafted at all.
         self.max_draft = min(max_draft, int(sizes[-1]) + 1 if len(sizes) else 0)
-        assign_source_bases(self.proposers)
-        # A costly proposer (a draft model) carries a gate that prices it before it is called.
-        self._gates = [gate_for(p) for p in self.proposers]
-        for p in self.proposers:
-            policy.declare_sources(p.source_base, p.source_priors, keep=getattr(p, "keeps_acceptance", False))
+        # One table for the policy: each proposer's buckets from its base on.
+        self._bases = source_bases(self.proposers)[0]
+        gates = gates or {}
+        self._gates: list[CostlyGate | None] = [
+            (gates.get(p) or CostlyGate()) if isinstance(p, CostlyProposer) else None for p in self.proposers]
+        for p, base in zip(self.proposers, self._bases):
+            policy.declare_sources(base, p.source_priors, keep=p.keeps_acceptance)
         self._offered: list[Proposal] = []
         self._which = 0
         self._output: list[int] = []
@@ -77,11 +83,14 @@ class Drafter:
         if k <= 0 or not self.proposers:
             self._offered = []
             return _PLAIN
-        offered = [_PLAIN if g is not None else p.propose(k) for p, g in zip(self.proposers, self._gates)]
+        bases = self._bases
+        offered = [_PLAIN if g is not None else p.propose(k).placed(base)
+                   for p, g, base in zip(self.proposers, self._gates, bases)]
         for i, (p, gate) in enumerate(zip(self.proposers, self._gates)):
             if gate is not None:  # priced against the free proposals before it is called
-                n = gate.plan(p, self.policy, self.allowed, k, offered)
-                offered[i] = p.propose(n) if n else Proposal.none(p.name)
+                assert isinstance(p, CostlyProposer)
+                n = gate.plan(p, self.policy, self.allowed, k, offered, base=bases[i])
+                offered[i] = p.propose(n).placed(bases[i]) if n else Proposal.none(p.name)
         which, n = self.policy.choose_proposal(offered, self.allowed)
         self._offered, self._which = offered, which
         return offered[which].head(n) if n else _PLAIN

@@ -51,14 +51,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ngramspec.drafting.cost_model import CostModel
+from ngramspec.drafting.policy_protocol import Policy, Pricing
 from ngramspec.proposers.base import Proposal
-from ngramspec.proposers.copy import COPY_PRIORS, N_COPY_SOURCES
-from ngramspec.proposers.ngram import N_NGRAM_SOURCES
 
-if TYPE_CHECKING:
-    from ngramspec.drafting.policy_protocol import Policy
-
-__all__ = ["COPY_SOURCE_BASE", "CostAwarePolicy", "EagerPolicy", "N_SOURCES", "EXPLORE_SLOPE", "EXPLORE_GAIN",
+__all__ = ["CostAwarePolicy", "EagerPolicy", "EXPLORE_SLOPE", "EXPLORE_GAIN",
            "EXPLORE_EVERY", "EXPLORE_MAX_INTERVAL"]
 
 #: The optimistic curve explorations are judged by: r(B) = 1 + EXPLORE_SLOPE (B - 1),
@@ -79,10 +75,6 @@ EXPLORE_MAX_INTERVAL = 64
 #: otherwise be walked every pass on text that cannot be predicted.
 _NEGLIGIBLE_REACH = 1e-3
 
-# The default pipeline's source table: the n-gram proposer's buckets first, then
-# the copy proposer's. Other proposers' buckets follow (``declare_sources``).
-COPY_SOURCE_BASE = N_NGRAM_SOURCES
-N_SOURCES = COPY_SOURCE_BASE + N_COPY_SOURCES
 
 
 def _longest_allowed(n: int, allowed: np.ndarray) -> int:
@@ -94,18 +86,10 @@ def _longest_allowed(n: int, allowed: np.ndarray) -> int:
 class CostAwarePolicy:
     """max_batch: largest verify batch the engine may use.
     prior_slope: assumed extra cost per extra batch token, relative to one token.
-    prior_accept: initial acceptance estimate of the n-gram buckets the table
-        starts with, until a proposer declares its own (``declare_sources``; the
-        n-gram proposer declares 0.35, the default here).
-    alpha: weight of the newest observation in the moving averages (the cost
-        model's; for acceptance, the least weight an observation gets).
-    prior_weight: how many observations a source's prior counts for. A source's
-        first observations are averaged with its prior, each weighing
-        1 / (observations so far + prior_weight), down to ``alpha``: a few outcomes
-        move a fresh estimate quickly, and once many have been seen one miss moves
-        it by ``alpha`` only. That precision is what a long draft needs, whose worth
-        turns on telling an acceptance of 0.99 from one of 0.95. 0: every
-        observation weighs ``alpha`` (a plain moving average).
+    alpha: weight of the newest observation in the moving averages. (A weight that
+        starts at 1 / (observations + 2) and falls to alpha, for a steadier estimate
+        of high acceptances, was within 0.03x of this on every long-output workload
+        replayed, either way: not kept.)
     learn_cost: update the cost scale from timings (False keeps the cost curve
         fixed, for reproducible decisions on a machine too noisy to time).
     keep_acceptance: carry the learned acceptance from one generation to the
@@ -113,8 +97,7 @@ class CostAwarePolicy:
     explore: correct the cost curve online (module docstring); None: when
         ``learn_cost``. Without learning there is nothing to measure."""
 
-    def __init__(self, max_batch: int, *, prior_slope: float = 0.4, prior_accept: float = 0.35,
-                 alpha: float = 0.1, prior_weight: float = 0.0, learn_cost: bool = True,
+    def __init__(self, max_batch: int, *, prior_slope: float = 0.4, alpha: float = 0.1, learn_cost: bool = True,
                  keep_acceptance: bool = False, explore: bool | None = None) -> None:
         self.max_batch = max_batch
         self.cost = CostModel(max_batch, prior_slope=prior_slope, alpha=alpha, learn=learn_cost)
@@ -126,30 +109,27 @@ class CostAwarePolicy:
         self.explored_generation = 0  # the same, in the current generation
         self._optimistic: list[float] = []   # min(r(B), the optimistic line), for costs _optimistic_of
         self._optimistic_of: list[float] | None = None
-        self._prior_acceptance = [float(prior_accept)] * COPY_SOURCE_BASE + list(COPY_PRIORS)
-        self._acceptance_list = list(self._prior_acceptance)
+        # The acceptance table: every proposer's buckets, declared by the Drafter
+        # (``declare_sources``), each from its prior.
+        self._prior_acceptance: list[float] = []
+        self._acceptance_list: list[float] = []
         self.keep_acceptance = keep_acceptance
         self._kept: set[int] = set()   # sources that keep their acceptance across generations (declare_sources)
         self._declared: set[int] = set()   # sources some proposer has declared (declare_sources)
         self.alpha = alpha
-        self.prior_weight = float(prior_weight)
-        self._seen = [0] * len(self._acceptance_list)   # observations per source since its prior
         # Drafts offered but not (or not wholly) verified, waiting for the tokens
         # that really follow them: (output index of their first token, tokens, sources).
         self._pending: list[tuple[int, list[int], list[int]]] = []
 
     # -- sources -----------------------------------------------------------
     def declare_sources(self, base: int, priors: Sequence[float], *, keep: bool = False) -> None:
-        """Sources base .. base+len(priors)-1 exist, with these priors. A source
-        already declared keeps its prior; the seeds the table starts with (for a
-        policy used without a Drafter) give way to the declared priors, so that
-        without the copy proposer the next proposer's buckets, which take its
-        slots, start from their own priors. ``keep``: these sources carry what
-        they learned into the next generation even without ``keep_acceptance``
-        (a source whose text spans requests, such as a Memory)."""
+        """Sources base .. base+len(priors)-1 exist, with these priors: the Drafter
+        declares every proposer's buckets, so the table is built from the proposers
+        alone. A source already declared keeps its prior (and what it learned).
+        ``keep``: these sources carry what they learned into the next generation
+        even without ``keep_acceptance`` (a source whose text spans requests, such
+        as a Memory)."""
         fresh = [i for i in range(base, base + len(priors)) if i not in self._declared]
-        while len(self._seen) < base + len(priors):
-            self._seen.append(0)
         for table in (self._prior_acceptance, self._acceptance_list):
             while len(table) < base + len(priors):
                 table.append(0.0)
@@ -166,6 +146,20 @@ class CostAwarePolicy:
 
     def relative_cost(self, batch: int) -> float:
         return self.cost.relative_cost(batch)
+
+    # -- prices, for the costly proposers' gate (Policy.pricing) -----------
+    def pricing(self) -> Pricing:
+        return self
+
+    @property
+    def costs(self) -> list[float]:
+        """r(B) by batch size as priced now (index 0 unused)."""
+        return self.cost.costs
+
+    @property
+    def single_seconds(self) -> float:
+        """The one-token decode time the curve's ratios are against (NaN before one was timed)."""
+        return self.cost.single_seconds
 
     @property
     def scale(self) -> float:
@@ -266,14 +260,9 @@ class CostAwarePolicy:
                 break
 
     def _learn(self, source: int, hit: bool) -> None:
-        """One outcome of one source's draft token (see ``prior_weight``)."""
-        n = self._seen[source]
-        self._seen[source] = n + 1
-        w = self.alpha
-        if self.prior_weight:
-            w = max(w, 1.0 / (n + self.prior_weight))
+        """One outcome of one source's draft token: a moving average."""
         acc = self._acceptance_list
-        acc[source] += w * ((1.0 if hit else 0.0) - acc[source])
+        acc[source] += self.alpha * ((1.0 if hit else 0.0) - acc[source])
 
     def defer(self, start: int, tokens: list[int], sources: list[int]) -> None:
         """A draft that was offered but not verified (or the unverified tail of one
@@ -318,12 +307,11 @@ class CostAwarePolicy:
             learned = self._acceptance_list
             self._acceptance_list = [learned[i] if i in self._kept else prior
                                      for i, prior in enumerate(self._prior_acceptance)]
-            self._seen = [n if i in self._kept else 0 for i, n in enumerate(self._seen)]
 
     @property
     def acceptance(self) -> np.ndarray:
-        """Acceptance estimate per source (the n-gram share buckets, then the
-        copy buckets from COPY_SOURCE_BASE, then any other proposer's); a copy."""
+        """Acceptance estimate per source, in the table's order (each proposer's
+        buckets from its base: ``drafter.source_bases``); a copy."""
         return np.array(self._acceptance_list)
 
     @acceptance.setter
@@ -360,6 +348,10 @@ class EagerPolicy:
 
     def new_generation(self) -> None:
         pass
+
+    def pricing(self) -> None:
+        """No prices: every costly proposer is called."""
+        return None
 
 
 if TYPE_CHECKING:  # mypy checks here that both policies satisfy the Policy protocol

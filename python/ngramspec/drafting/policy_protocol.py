@@ -1,10 +1,10 @@
 """What the drafting layer asks of a policy: the ``Policy`` protocol.
 
 The ``Drafter`` calls exactly these methods each generation and pass; the
-``CostlyGate`` and ``describe_cost`` read nothing else through this type.
-``CostAwarePolicy`` and ``EagerPolicy`` satisfy it. The gate's pricing API
-(``cost``, ``acceptance_of``, ``score``) is optional and looked up by name: a
-policy without it (the eager one) lets every costly proposer run.
+``CostlyGate`` reads a policy's prices through ``pricing()`` (a ``Pricing``: the
+cost curve, the one-token time, each source's acceptance and a proposal's score),
+which a policy without prices (the eager one) answers with None: then every
+costly proposer runs. ``CostAwarePolicy`` and ``EagerPolicy`` satisfy it.
 """
 from __future__ import annotations
 
@@ -15,7 +15,26 @@ import numpy as np
 
 from ngramspec.proposers.base import Proposal
 
-__all__ = ["Policy"]
+__all__ = ["Policy", "Pricing"]
+
+
+class Pricing(Protocol):
+    """What a policy prices a pass with."""
+
+    @property
+    def costs(self) -> list[float]:
+        """r(B) indexed by batch size (index 0 unused)."""
+
+    @property
+    def single_seconds(self) -> float:
+        """The one-token decode time the ratios are against (NaN before one was timed)."""
+
+    def acceptance_of(self, source: int) -> float:
+        """The current acceptance estimate of one source."""
+
+    def score(self, sources: list[int], allowed: np.ndarray) -> float:
+        """The best expected tokens per unit of cost of a draft with these sources
+        (plain decoding: 1)."""
 
 
 class Policy(Protocol):
@@ -42,3 +61,6 @@ class Policy(Protocol):
 
     def settle(self, output: list[int]) -> None:
         """The tokens emitted so far: score the deferred drafts they decide."""
+
+    def pricing(self) -> Pricing | None:
+        """Its prices, or None for a policy that has none (every costly proposer runs)."""

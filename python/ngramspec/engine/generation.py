@@ -9,29 +9,28 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ngramspec import _llama
+from ngramspec.arg_checks import checked_int
 from ngramspec.calibration.audit import AuditRule, audit_pass
 from ngramspec.calibration.verify_plan import VerifyPlan
-from ngramspec.drafting.cost_report import describe_cost
 from ngramspec.drafting.drafter import Drafter
 from ngramspec.engine.acceptance import accept_greedy, accept_sampled, pick
+from ngramspec.engine.cost_report import describe_cost
 from ngramspec.engine.logprobs import TokenLogprobs
 from ngramspec.engine.output_text import OutputText
 from ngramspec.engine.request import check_exact, prompt_tokens_for, stop_list
 from ngramspec.engine.row_rules import row_rules_for
+from ngramspec.engine.run_host import RunHost
 from ngramspec.engine.stats import GenerationStats
-from ngramspec.errors import PromptTooLong
+from ngramspec.errors import PromptTooLongError
 from ngramspec.proposers.prediction import prediction_text, prediction_usage
 from ngramspec.sampling import SamplingParams
-
-if TYPE_CHECKING:
-    from ngramspec.engine.speculative_engine import SpeculativeEngine
 
 __all__ = ["Generation", "GenerationStream"]
 
@@ -65,10 +64,10 @@ class GenerationStream:
         stopped by an error); None before.
     """
 
-    def __init__(self, engine: SpeculativeEngine, prompt: Any, max_tokens: Any, stop: Any,
-                 stopping_criteria: Any, sampling: SamplingParams | None, exact: bool | None,
-                 prediction: Any, grammar: Any = None, logit_bias: Any = None, penalties: Any = None,
-                 min_tokens: int = 0, logprobs: int | None = None) -> None:
+    def __init__(self, engine: RunHost, prompt: str | Sequence[int], *, max_tokens: object,
+                 stop: str | Sequence[str] | None, stopping_criteria: object, sampling: object,
+                 exact: object, prediction: object, grammar: object = None, logit_bias: object = None,
+                 penalties: object = None, min_tokens: object = 0, logprobs: object = None) -> None:
         llm = engine.llm
         if sampling is not None and not isinstance(sampling, SamplingParams):
             raise TypeError("sampling must be a SamplingParams or None")
@@ -77,8 +76,7 @@ class GenerationStream:
         check_exact(exact)
         _llama.context_of(llm)
         if max_tokens is not None:
-            if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
-                raise TypeError(f"max_tokens must be an int or None, got {type(max_tokens).__name__}")
+            max_tokens = checked_int(max_tokens, "max_tokens", what="an int or None")
             if max_tokens <= 0:
                 raise ValueError(f"max_tokens must be >= 1 (or None to fill the context), got {max_tokens}")
         self.stops = stop_list(stop)
@@ -89,18 +87,18 @@ class GenerationStream:
         self.empty_prompt = isinstance(prompt, str) and not prompt
         n_ctx = _llama.usable_n_ctx(llm)
         if len(self.prompt_tokens) >= n_ctx:
-            raise PromptTooLong(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {n_ctx}")
+            raise PromptTooLongError(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {n_ctx}")
         # Llama.eval records a prompt in input_ids, sized by the n_ctx asked for (llama.cpp may
         # round the real context up): plain fails there with a numpy broadcast error.
         capacity = _llama.prompt_capacity(llm)
         if len(self.prompt_tokens) > capacity:
-            raise PromptTooLong(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of {capacity} "
-                             "(the n_ctx this Llama was created with)")
+            raise PromptTooLongError(f"Requested tokens ({len(self.prompt_tokens)}) exceed context window of "
+                                     f"{capacity} (the n_ctx this Llama was created with)")
         text = prediction_text(prediction)
         self.prediction_tokens = _llama.tokenize_text(llm, text) if text else []
         self.has_prediction = prediction is not None
         self.engine, self.sampling, self.stopping_criteria = engine, sampling, stopping_criteria
-        self.exact = engine.exact if exact is None else exact
+        self.exact: bool = engine.exact if exact is None else bool(exact)   # check_exact: a bool or None
         room = n_ctx - len(self.prompt_tokens)
         self.max_tokens = room if max_tokens is None else min(int(max_tokens), room)
         self.result: Generation | None = None
@@ -120,12 +118,12 @@ class GenerationStream:
         return self
 
     def __next__(self) -> list[int]:
-        with self.engine._lock:
+        with self.engine.lock:
             return next(self._gen)
 
     def run_to_end(self) -> Generation:
         """Runs the whole generation under the engine's lock."""
-        with self.engine._lock:
+        with self.engine.lock:
             for _ in self:
                 pass
         assert self.result is not None
@@ -134,11 +132,10 @@ class GenerationStream:
     # -- the run: setting up, then one verify pass per chunk -------------------
     def _drafter(self, plan: VerifyPlan, policy: Any) -> Drafter:
         engine = self.engine
-        drafter = Drafter(engine._proposers_for(self.prediction_tokens), policy, plan.allowed,
-                          engine.max_draft if engine._rollback_ok else 0)
+        drafter = Drafter(engine.proposers_for(self.prediction_tokens), policy, plan.allowed,
+                          engine.max_draft if engine.can_roll_back else 0, engine.gates)
         for p in drafter.proposers:  # a draft model samples its drafts with the generation's parameters
-            if hasattr(p, "set_sampling"):
-                p.set_sampling(self.sampling)
+            p.set_sampling(self.sampling)
         return drafter
 
     def _prefill(self, stats: GenerationStats) -> None:
@@ -186,7 +183,7 @@ class GenerationStream:
         if criteria is not None and criteria(np.array(self.prompt_tokens + self.emitted, dtype=np.intc), row):
             self.finish = "stop"
             return True
-        if self.engine._is_end_of_generation(token):
+        if self.engine.is_end_of_generation(token):
             self.finish, self.eog = "stop", token
             return True
         self.emitted.append(token)
@@ -212,7 +209,7 @@ class GenerationStream:
         on from that prompt's cache without a word."""
         engine, llm = self.engine, self.engine.llm
         _llama.context_of(llm)   # a closed Llama raises ValueError here, never decodes
-        if engine._current != self._generation or not _llama.records(llm, owned, n_past):
+        if not engine.owns(self._generation) or not _llama.records(llm, owned, n_past):
             raise RuntimeError("this stream was interrupted: a later call used the same Llama. Finish (or close) "
                                "a stream before the next call, or give each concurrent user its own Llama")
 
@@ -220,15 +217,15 @@ class GenerationStream:
         # Set-up and conclusion are helpers; the per-pass loop stays inline, as it is
         # the hot path: no helper calls, copies or allocations beyond the pass's own.
         engine, llm = self.engine, self.engine.llm
-        self._generation = engine._current = next(engine._generations)
+        self._generation = engine.begin_generation()
         stats = GenerationStats(prompt_tokens=len(self.prompt_tokens))
         t_start = time.perf_counter()
-        plan, policy = engine._plan_and_policy(self.exact)  # may measure (clears the cache once)
+        plan, policy = engine.plan_and_policy(self.exact)  # may measure (clears the cache once)
         drafter = self._drafter(plan, policy)
-        batch, n_ctx = engine._batch, _llama.usable_n_ctx(llm)
+        batch, n_ctx = engine.verify_batch, _llama.usable_n_ctx(llm)
         decoder = _llama.Decoder(llm)
-        audit = engine._audit_rule if plan.exact and plan.allowed[2:].any() else None
-        self.text, self.finish, self.eog = OutputText(llm, self.stops, engine._pieces, self.prompt_tokens,
+        audit = engine.audit_rule if plan.exact and plan.allowed[2:].any() else None
+        self.text, self.finish, self.eog = OutputText(llm, self.stops, engine.token_bytes, self.prompt_tokens,
                                                       after_bos=self.empty_prompt), "length", None
         emitted = self.emitted
         kv, owned = self._load_prompt(stats)   # kv: the tokens whose keys/values are in the cache
@@ -247,7 +244,7 @@ class GenerationStream:
                 if n_past >= n_ctx:   # a split character ran into the end of the context
                     break
                 t0 = time.perf_counter()
-                cap = min(self.max_tokens - len(emitted), n_ctx - n_past) - 1 if engine._rollback_ok else 0
+                cap = min(self.max_tokens - len(emitted), n_ctx - n_past) - 1 if engine.can_roll_back else 0
                 draft = drafter.draft(cap)
                 stats.time_predictor_s += time.perf_counter() - t0
                 k = len(draft)
@@ -300,7 +297,7 @@ class GenerationStream:
         emitted = self.emitted
         stats.generated_tokens = len(emitted)
         stats.time_total_s = time.perf_counter() - t_start
-        describe_cost(stats, plan, policy, max_draft=drafter.max_draft, can_roll_back=self.engine._rollback_ok)
+        describe_cost(stats, plan, policy, max_draft=self.engine.max_draft, can_roll_back=self.engine.can_roll_back)
         # Not for a run cut short (closed, superseded, collected): nobody reads its usage,
         # and the garbage collector should not run a diff.
         usage = prediction_usage(self.prediction_tokens, emitted) if self.has_prediction and completed else None
@@ -342,7 +339,7 @@ class GenerationStream:
             m = len(targets) - 1
             if m < len(tokens) - 1 and not decoder.roll_back(n_past + 1 + m):
                 raise RuntimeError("KV cache rollback failed during exact mode's audit")
-            self.engine._withdraw(len(draft) + 1, n_past, result, len(tokens), plan, stats)
+            self.engine.withdraw(len(draft) + 1, n_past, result, len(tokens), plan, stats)
         seconds = time.perf_counter() - t0
         rule.audited(seconds)
         stats.time_audit_s += seconds
@@ -354,6 +351,6 @@ class GenerationStream:
         engine, llm = self.engine, self.engine.llm
         warnings.warn("KV cache rollback failed; re-evaluating and decoding plainly from here",
                       RuntimeWarning, stacklevel=3)
-        engine._rollback_ok = False
+        engine.stop_rolling_back()
         _llama.clear_memory(llm)
         llm.eval(kv)

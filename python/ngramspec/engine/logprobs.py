@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ngramspec.arg_checks import checked_int
+
 __all__ = ["TokenLogprobs", "logits_to_logprobs"]
 
 
@@ -30,10 +32,8 @@ def logits_to_logprobs(row: np.ndarray) -> np.ndarray:
 class TokenLogprobs:
     """Per emitted token: its logprob, and the ``top`` best (id, logprob) pairs."""
 
-    def __init__(self, top: int) -> None:
-        if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 0:
-            raise ValueError(f"logprobs must be an int >= 0, got {top!r}")
-        self.top = int(top)
+    def __init__(self, top: object) -> None:
+        self.top = checked_int(top, "logprobs", minimum=0)
         self.token_logprobs: list[float] = []
         self.top_logprobs: list[list[tuple[int, float]]] = []
 

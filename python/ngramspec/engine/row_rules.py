@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ngramspec.arg_checks import checked_int
 from ngramspec.engine.acceptance import pick
 from ngramspec.engine.llama_samplers import SamplerState, TokenArray
 from ngramspec.sampling import SamplingParams, position_uniform, sample, target_distribution, verify_token
@@ -180,14 +181,13 @@ class RowRules:
         return targets
 
 
-def row_rules_for(llm: Any, sampling: SamplingParams | None, *, grammar: Any = None, logit_bias: Any = None,
-                  penalties: Any = None, min_tokens: int = 0) -> RowRules | None:
+def row_rules_for(llm: Any, sampling: object, *, grammar: object = None, logit_bias: Any = None,
+                  penalties: Any = None, min_tokens: object = 0) -> RowRules | None:
     """The rules of one generation, or None when there are none (the engine's plain
     greedy and sampled paths then run as they are). ``logit_bias`` ({id: bias}) and
     ``penalties`` ((last_n, repeat, frequency, presence)) are a greedy request's: a
     sampled one carries its own in ``SamplingParams``."""
-    if isinstance(min_tokens, bool) or not isinstance(min_tokens, (int, np.integer)) or min_tokens < 0:
-        raise ValueError(f"min_tokens must be an int >= 0, got {min_tokens!r}")
+    min_tokens = checked_int(min_tokens, "min_tokens", minimum=0)
     if sampling is not None and (logit_bias or penalties is not None):
         raise ValueError("a sampled request's logit_bias and penalties belong in its SamplingParams")
     if penalties is not None:
@@ -198,5 +198,5 @@ def row_rules_for(llm: Any, sampling: SamplingParams | None, *, grammar: Any = N
             penalties = None   # llama.cpp's penalties sampler is off for these
     if grammar is None and not logit_bias and penalties is None and not min_tokens:
         return None
-    return RowRules(llm, grammar=grammar, logit_bias=logit_bias, penalties=penalties, min_tokens=int(min_tokens),
+    return RowRules(llm, grammar=grammar, logit_bias=logit_bias, penalties=penalties, min_tokens=min_tokens,
                     eos=int(llm.token_eos()))

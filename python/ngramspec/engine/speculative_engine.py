@@ -23,18 +23,19 @@ import itertools
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ngramspec import _llama
+from ngramspec.arg_checks import checked_int
 from ngramspec.calibration.audit import AuditResult, AuditRule, describe_mismatch, features_note
 from ngramspec.calibration.invariance import InvarianceReport
 from ngramspec.calibration.verify_plan import VerifyPlan, build_plan
-from ngramspec.drafting.cost_gate import gate_for
-from ngramspec.drafting.cost_report import curve_origin
+from ngramspec.drafting.cost_gate import CostlyGate
 from ngramspec.drafting.policy import CostAwarePolicy, EagerPolicy
+from ngramspec.drafting.policy_protocol import Policy
+from ngramspec.engine.cost_report import curve_origin
 from ngramspec.engine.generation import Generation, GenerationStream
+from ngramspec.engine.run_host import RunHost
 from ngramspec.engine.stats import GenerationStats
 from ngramspec.proposers.base import Proposer
 from ngramspec.proposers.copy import CopyProposer
@@ -93,10 +94,7 @@ class SpeculativeEngine:
                  memory: Any = None, trace: bool = False, invariance_cache: bool = True,
                  draft_model: Any = None) -> None:
         _llama.context_of(llm)
-        if isinstance(max_draft, bool) or not isinstance(max_draft, (int, np.integer)):
-            raise TypeError(f"max_draft must be an int, got {type(max_draft).__name__}")
-        if max_draft < 0:
-            raise ValueError(f"max_draft must be >= 0, got {max_draft}")
+        checked_int(max_draft, "max_draft", minimum=0)
         if not isinstance(exact, bool):
             raise TypeError(f"exact must be True or False, got {type(exact).__name__}")
         if invariance is not None and not isinstance(invariance, InvarianceReport):
@@ -119,38 +117,29 @@ class SpeculativeEngine:
         self.memory = memory
         if memory is not None:  # binds it to llm's tokenizer: TokenizerMismatchError here
             self.proposers.append(memory.proposer_for(llm))
+        # The gate that prices each costly proposer before it is called, kept here so
+        # that its probe interval runs across generations (callers read its counters).
+        self.gates: dict[Proposer, CostlyGate] = {}
         if draft_model is not None:  # a second Llama drafting (docs/draft-model.md)
             from ngramspec.proposers.draft_model import as_draft_proposer
 
             draft = as_draft_proposer(draft_model, llm)
-            gate_for(draft)  # its gate exists from now on: callers read its counters before a first run
+            self.gates[draft] = CostlyGate()
             self.proposers.append(draft)
         self._adaptive = adaptive
-        self._plans: dict[bool, tuple[VerifyPlan, Any]] = {}
+        self._plans: dict[bool, tuple[VerifyPlan, Policy]] = {}
         self._rollback_ok = _llama.can_roll_back(llm)
         if not self._rollback_ok:
             warnings.warn("this model's cache cannot be rolled back (recurrent or hybrid); "
                           "ngramspec decodes it plainly", RuntimeWarning, stacklevel=2)
-        self._batch = _llama.Batch(self.max_draft + 1)
+        # What each generation's run uses (engine/run_host.py says what each is).
+        self.verify_batch = _llama.Batch(self.max_draft + 1)
+        self.token_bytes: dict[int, bytes] = {}
+        self.audit_rule = AuditRule()    # exact mode's online audit (audit.py), per engine
+        self.lock = threading.RLock()
         self._is_eog: dict[int, bool] = {}
-        self._pieces: dict[int, bytes] = {}   # token -> its bytes, for OutputText
-        self._audit_rule = AuditRule()    # exact mode's online audit (audit.py), per engine
-        self._lock = threading.RLock()
         self._generations = itertools.count(1)
         self._current = 0   # the generation that owns the Llama's state
-
-    @property
-    def lock(self) -> Any:
-        """The lock each pass holds (reentrant): a caller that uses the Llama itself
-        holds it too, so that its calls never interleave with a pass."""
-        return self._lock
-
-    def interrupt_streams(self) -> None:
-        """Makes every unfinished stream of this engine inert (resuming one raises
-        RuntimeError), as a new generation does: for a caller about to use the Llama
-        itself."""
-        with self._lock:
-            self._current = next(self._generations)
 
     # -- compatibility views of the default plan -----------------------------
     @property
@@ -160,23 +149,25 @@ class SpeculativeEngine:
     @property
     def policy(self) -> Any:
         """The policy of the default exactness (None without adaptivity)."""
-        policy = self._plan_and_policy(self.exact)[1]
+        policy = self.plan_and_policy(self.exact)[1]
         return policy if isinstance(policy, CostAwarePolicy) else None
 
     # -- verify plans -----------------------------------------------------
     def plan(self, exact: bool | None = None) -> VerifyPlan:
         """The verify plan for ``exact`` (None: the engine's default), built on first use."""
-        return self._plan_and_policy(self.exact if exact is None else exact)[0]
+        return self.plan_and_policy(self.exact if exact is None else exact)[0]
 
     def prepare(self, exact: bool | None = None) -> VerifyPlan:
         """Builds the verify plan now rather than in the first generation."""
         return self.plan(exact)
 
-    def _plan_and_policy(self, exact: bool) -> tuple[VerifyPlan, Any]:
+    def plan_and_policy(self, exact: bool) -> tuple[VerifyPlan, Policy]:
+        """The verify plan and the policy of this verify mode, built on first use
+        (``verify_plan.build_plan`` says what building one may do to the Llama)."""
         cached = self._plans.get(exact)
         if cached is not None:
             return cached
-        with self._lock:
+        with self.lock:
             plan, report = build_plan(self.llm, exact=exact, max_batch=self.max_draft + 1,
                                       can_roll_back=self._rollback_ok,
                                       invariance=self.invariance if exact else None,
@@ -184,10 +175,11 @@ class SpeculativeEngine:
             if exact:
                 self.invariance = report
                 if report is not None:
-                    self._audit_rule.certified_depth = report.certified_depth
+                    self.audit_rule.certified_depth = report.certified_depth
             adaptive = self._adaptive
+            policy: Policy
             if isinstance(adaptive, CostAwarePolicy):
-                policy: Any = adaptive      # the user's policy keeps its own cost model
+                policy = adaptive      # the user's policy keeps its own cost model
             elif adaptive:
                 policy = CostAwarePolicy(self.max_draft + 1)
                 costs = {b: c for b, c in plan.relative_costs.items() if b <= self.max_draft + 1}
@@ -247,16 +239,32 @@ class SpeculativeEngine:
         accepted; after exhaustion ``.result`` holds the ``Generation``. Another
         generation on this engine, or a plain call on the Llama, ends the stream:
         resuming it then raises RuntimeError."""
-        return GenerationStream(self, prompt, max_tokens, stop, stopping_criteria, sampling, exact, prediction,
-                                grammar=grammar, logit_bias=logit_bias, penalties=penalties, min_tokens=min_tokens,
-                                logprobs=logprobs)
+        return GenerationStream(self, prompt, max_tokens=max_tokens, stop=stop, stopping_criteria=stopping_criteria,
+                                sampling=sampling, exact=exact, prediction=prediction, grammar=grammar,
+                                logit_bias=logit_bias, penalties=penalties, min_tokens=min_tokens, logprobs=logprobs)
 
-    def _proposers_for(self, prediction_tokens: list[int] | None) -> list[Proposer]:
+    # -- what a generation's run uses (engine/run_host.py) -------------------
+    @property
+    def can_roll_back(self) -> bool:
+        return self._rollback_ok
+
+    def stop_rolling_back(self) -> None:
+        self._rollback_ok = False
+
+    def begin_generation(self) -> int:
+        self._current = next(self._generations)
+        return self._current
+
+    def owns(self, generation: int) -> bool:
+        return self._current == generation
+
+    def proposers_for(self, prediction_tokens: list[int] | None) -> list[Proposer]:
+        """This engine's proposers, and a ``PredictionProposer`` when a generation has a prediction."""
         if not prediction_tokens:
             return self.proposers
         return [*self.proposers, PredictionProposer(prediction_tokens)]
 
-    def _withdraw(self, size: int, start: int, result: AuditResult, rows_checked: int, plan: VerifyPlan,
+    def withdraw(self, size: int, start: int, result: AuditResult, rows_checked: int, plan: VerifyPlan,
                   stats: GenerationStats) -> None:
         """The audit saw a batch of ``size`` differ from one-token decoding: no later
         pass of this engine uses it in exact mode, nor does a plan built afterwards from
@@ -278,9 +286,14 @@ class SpeculativeEngine:
         warnings.warn(describe_mismatch(size, start, result, rows_checked, where, note), RuntimeWarning,
                       stacklevel=5)
 
-    def _is_end_of_generation(self, token: int) -> bool:
+    def is_end_of_generation(self, token: int) -> bool:
         known = self._is_eog.get(token)
         if known is None:
             known = self._is_eog[token] = _llama.is_eog(self.llm, token)
         return known
 
+
+
+if TYPE_CHECKING:  # mypy checks here that the engine is what a generation's run needs
+    def _as_run_host(engine: SpeculativeEngine) -> RunHost:
+        return engine

@@ -14,6 +14,7 @@ import numpy as np
 from llama_cpp.llama_speculative import LlamaDraftModel
 
 from ngramspec._core import NGramPredictor
+from ngramspec.arg_checks import checked_int
 
 __all__ = ["NGramDraftModel"]
 
@@ -24,11 +25,7 @@ class NGramDraftModel(LlamaDraftModel):
 
     def __init__(self, num_pred_tokens: int = 8, *, min_order: int = 2, max_order: int = 4,
                  window: int = 512) -> None:
-        if isinstance(num_pred_tokens, bool) or not isinstance(num_pred_tokens, (int, np.integer)):
-            raise TypeError("num_pred_tokens must be an int")
-        if num_pred_tokens < 0:
-            raise ValueError(f"num_pred_tokens must be >= 0, got {num_pred_tokens}")
-        self.num_pred_tokens = int(num_pred_tokens)
+        self.num_pred_tokens = checked_int(num_pred_tokens, "num_pred_tokens", minimum=0)
         self.predictor = NGramPredictor(min_order=min_order, max_order=max_order, window=window)
         self._seen = np.empty(0, dtype=np.intc)
 

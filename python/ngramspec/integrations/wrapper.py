@@ -210,16 +210,16 @@ class SpeculativeLlama:
     def _plain_completion(self, reason: str, stream: bool, kwargs: dict[str, Any]) -> Any:
         """The request through the Llama's own ``create_completion``, marked as plain
         (``plain_path``). It holds the engine's lock as a speculative call does, and
-        ends any unfinished stream of this wrapper first."""
+        ends any unfinished stream of this wrapper first (a generation that begins does)."""
         engine = self.engine
         if not stream:
             with engine.lock:
-                engine.interrupt_streams()
+                engine.begin_generation()
                 out: dict[str, Any] = self.llm.create_completion(**kwargs)
             self.last_speculative = mark_completion(out, reason)["speculative"]
             return out
         with engine.lock:   # plain raises bad arguments at its first next(): ours when called
-            engine.interrupt_streams()
+            engine.begin_generation()
             chunks = iter(self.llm.create_completion(**kwargs))
             first = next(chunks, None)
         prompt, suffix = kwargs["prompt"], kwargs["suffix"]

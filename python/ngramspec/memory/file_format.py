@@ -20,6 +20,7 @@ from typing import Any, Union
 import numpy as np
 
 from ngramspec.atomic_write import atomic_write_bytes
+from ngramspec.errors import NgramspecError
 from ngramspec.json_checks import is_int
 from ngramspec.memory.fingerprint import TokenizerFingerprint
 
@@ -36,7 +37,7 @@ _CHECKSUM_BYTES = 32
 _SETTINGS = ("max_tokens", "anchor", "max_candidates", "max_match", "prompt_tail", "max_file_bytes")
 
 
-class MemoryFileError(ValueError):
+class MemoryFileError(NgramspecError, ValueError):
     """A memory file that is not one, is corrupt or truncated, or has an unknown format."""
 
 

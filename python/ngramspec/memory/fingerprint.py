@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ngramspec.errors import NgramspecError
+
 __all__ = ["TokenizerFingerprint", "TokenizerMismatchError", "tokenizer_fingerprint"]
 
 
-class TokenizerMismatchError(ValueError):
+class TokenizerMismatchError(NgramspecError, ValueError):
     """A memory's tokens belong to another tokenizer than the model's."""
 
 

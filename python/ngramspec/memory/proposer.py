@@ -7,7 +7,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from ngramspec.proposers.base import EMPTY_TOKENS, Proposal
+from ngramspec.proposers.base import EMPTY_TOKENS, Proposal, Proposer
 from ngramspec.proposers.ngram import ngram_source
 
 __all__ = ["FOLLOW_WINDOW", "MEMORY_PRIORS", "DraftSource", "MemoryProposer", "memory_source", "resumed_source",
@@ -78,7 +78,7 @@ def resumed_source(match_length: int) -> int:
     return _N_MATCH_SOURCES + min(_RESUME_BUCKETS - 1, max(0, match_length.bit_length() - 1))
 
 
-class MemoryProposer:
+class MemoryProposer(Proposer):
     """Drafts from a ``Memory`` what followed the longest match of the current
     context (prompt + accepted output) in the stored documents; stores this
     generation's output (after the prompt's last ``prompt_tail`` tokens) in the
@@ -113,7 +113,6 @@ class MemoryProposer:
     def __init__(self, memory: DraftSource) -> None:
         self.memory = memory
         self.source_priors: Sequence[float] = MEMORY_PRIORS
-        self.source_base = 0
         self._keep = memory.max_match  # only the context's last max_match tokens can matter
         self._context: list[int] = []
         self._prompt_tail: list[int] = []
@@ -158,16 +157,14 @@ class MemoryProposer:
             return Proposal.none(self.name)
         self._ahead, self._drafted_at = ahead, at
         draft = self._last = ahead[:k]
-        base = self.source_base
         if resumed:
-            sources = [base + resumed_source(match)] + [base + memory_source(match + i, True)
-                                                        for i in range(1, len(draft))]
+            sources = [resumed_source(match)] + [memory_source(match + i, True) for i in range(1, len(draft))]
         else:
             agree, seen = self.memory.support(self._context, draft)
             # Backed by two or more stored continuations: keyed on how many agree; by
             # one document (or none): on the match, as a copy is.
-            sources = [base + (support_source(int(agree[i]), int(seen[i])) if seen[i] > 1
-                               else memory_source(match + i, self._continuing or i > 0))
+            sources = [support_source(int(agree[i]), int(seen[i])) if seen[i] > 1
+                       else memory_source(match + i, self._continuing or i > 0)
                        for i in range(len(draft))]
         return Proposal(draft, sources, self.name, match)
 

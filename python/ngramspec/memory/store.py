@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from ngramspec._core import CorpusMatcher
+from ngramspec.arg_checks import checked_int
 from ngramspec.memory.file_format import MemoryFileError, check_save_path, read_memory_file, write_memory_file
 from ngramspec.memory.fingerprint import TokenizerFingerprint, TokenizerMismatchError, tokenizer_fingerprint
 from ngramspec.memory.priming import PathLike, PrimeReport, prime_inputs, read_text_file, walk_files
@@ -81,10 +82,8 @@ class Memory:
 
     def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, *, anchor: int = 3, max_candidates: int = 64,
                  max_match: int = 64, prompt_tail: int = 16, max_file_bytes: int = 1 << 20) -> None:
-        if isinstance(prompt_tail, bool) or not isinstance(prompt_tail, int) or prompt_tail < -1:
-            raise ValueError(f"prompt_tail must be an int >= -1, got {prompt_tail!r}")
-        if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes < 1:
-            raise ValueError(f"max_file_bytes must be a positive int, got {max_file_bytes!r}")
+        checked_int(prompt_tail, "prompt_tail", minimum=-1)
+        checked_int(max_file_bytes, "max_file_bytes", minimum=1)
         self._corpus = CorpusMatcher(anchor=anchor, max_candidates=max_candidates, max_match=max_match,
                                      max_tokens=max_tokens)
         self.prompt_tail = prompt_tail

@@ -1,11 +1,14 @@
-"""The interface every source of draft tokens implements.
+"""The base every source of draft tokens derives from.
 
-In the spirit of llama.cpp's ``common_speculative`` (begin / draft / accept) and
-vLLM's proposers: a proposer only guesses how the text goes on. It knows nothing
-about verification, batch sizes, costs or the KV cache; the ``Drafter`` decides
-how much of which proposal to verify, and the generation loop verifies it.
+In the spirit of llama.cpp's ``common_speculative_impl`` (begin / draft / accept,
+each with a default) and vLLM's proposers: a proposer only guesses how the text goes
+on. It knows nothing about verification, batch sizes, costs or the KV cache; the
+``Drafter`` decides how much of which proposal to verify, and the generation loop
+verifies it.
 
 Lifecycle of one generation:
+  * ``set_sampling(sampling)``: the generation's sampling parameters (None: greedy),
+    before ``begin``; only a proposer that samples (a draft model) uses them;
   * ``begin(prompt)``: the prompt's tokens (the text so far);
   * ``propose(k)``: up to ``k`` tokens that would follow the text so far;
   * ``accept(tokens)``: the tokens the model emitted after the text so far (the
@@ -14,25 +17,27 @@ Lifecycle of one generation:
 ``propose`` may be called any number of times between two ``accept`` calls, or
 not at all.
 
-Source keys: each proposer declares ``source_priors``, the prior acceptance of
-each of its own buckets (for example the n-gram share buckets, or the copy
-match-length buckets). The ``Drafter`` gives it ``source_base``, the index of its
-first bucket in the policy's acceptance table, and the proposer tags each draft
-token with ``source_base + bucket``, so the policy learns every bucket of every
-source side by side without knowing what the buckets mean. By default each
-generation starts again from the priors (the next prompt may be another kind of
-text); a proposer whose text spans generations (a Memory) sets the optional
-class attribute ``keeps_acceptance = True`` and keeps what its buckets learned.
+What a proposer says about itself (class attributes, with the base's defaults):
+  * ``source_priors``: the prior acceptance of each of its own *buckets* (for example
+    the n-gram share buckets, or the copy evidence buckets). Each draft token is
+    tagged with its bucket, 0 .. len(source_priors) - 1; the ``Drafter`` places every
+    proposer's buckets in one policy table, so the policy learns every bucket of
+    every proposer side by side without knowing what the buckets mean;
+  * ``keeps_acceptance``: its buckets carry what they learned into the next
+    generation (a proposer whose text spans requests, such as a Memory); by default
+    each generation starts again from the priors;
+  * ``costly``: ``propose`` runs a model, so the drafting layer prices a call before
+    making it (``drafting.cost_gate``), with ``expected_seconds(k)``.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["EMPTY_TOKENS", "Proposal", "Proposer"]
+__all__ = ["EMPTY_TOKENS", "CostlyProposer", "Proposal", "Proposer"]
 
 EMPTY_TOKENS = np.empty(0, dtype=np.int32)
 
@@ -42,9 +47,9 @@ class Proposal:
     """A proposer's guess at the next tokens.
 
     tokens: the draft, int32.
-    sources: one source key per token (``Proposer.source_base`` + bucket): what
-        the policy learns acceptance on. Token i is only judged if tokens 0..i-1
-        were accepted, so its key may assume they were.
+    sources: one source key per token: the proposer's bucket, or, once the
+        ``Drafter`` has placed it in the policy's table, that table's index. Token i
+        is only judged if tokens 0..i-1 were accepted, so its key may assume they were.
     name: the proposer's name, for stats ("ngram", "copy", "prediction", ...).
     match_length: how much context the guess rests on (the eager rule prefers
         the proposal with the longest; 0 when nothing matched).
@@ -68,28 +73,68 @@ class Proposal:
         probs = None if self.draft_probs is None else self.draft_probs[:n]
         return Proposal(self.tokens[:n], self.sources[:n], self.name, self.match_length, probs)
 
+    def placed(self, base: int) -> Proposal:
+        """The same proposal with its buckets moved to the policy table's indices
+        from ``base`` on."""
+        if not base:
+            return self
+        return Proposal(self.tokens, [base + s for s in self.sources], self.name, self.match_length,
+                        self.draft_probs)
+
     @staticmethod
     def none(name: str = "plain") -> Proposal:
         return Proposal(EMPTY_TOKENS, [], name)
 
 
-@runtime_checkable
-class Proposer(Protocol):
-    """A source of draft tokens (see the module docstring)."""
+class Proposer:
+    """A source of draft tokens (see the module docstring). Subclasses give
+    ``name`` and ``source_priors`` and implement ``propose``; the other steps
+    default to doing nothing."""
 
-    name: ClassVar[str]
-    # Prior acceptance of each of this proposer's source buckets, before any outcome is seen.
-    source_priors: Sequence[float]
-    # Index of this proposer's first bucket in the policy's table; set by the Drafter.
-    source_base: int
+    name: ClassVar[str] = "proposer"
+    #: Prior acceptance of each of this proposer's buckets, before any outcome is seen.
+    source_priors: Sequence[float] = ()
+    #: Its buckets keep what they learned from one generation to the next.
+    keeps_acceptance: ClassVar[bool] = False
+    #: ``propose`` runs a model: priced before each call (``expected_seconds``).
+    costly: ClassVar[bool] = False
 
-    def begin(self, prompt: Sequence[int]) -> None: ...
+    def set_sampling(self, sampling: Any) -> None:
+        """The next generation's sampling parameters (None: greedy)."""
 
-    def propose(self, k: int) -> Proposal: ...
+    def begin(self, prompt: Sequence[int]) -> None:
+        """A generation starts after ``prompt``."""
 
-    def accept(self, tokens: Sequence[int]) -> None: ...
+    def propose(self, k: int) -> Proposal:
+        raise NotImplementedError
 
-    def end(self, output: Sequence[int]) -> None: ...
+    def accept(self, tokens: Sequence[int]) -> None:
+        """The model emitted ``tokens`` after the text so far."""
+
+    def end(self, output: Sequence[int]) -> None:
+        """The generation is over; ``output`` is all it emitted."""
+
+    def expected_seconds(self, k: int) -> float | None:
+        """What a ``k``-token proposal would cost, for a costly proposer (None: not
+        known yet, or a free proposer)."""
+        return None
+
+
+class CostlyProposer(Proposer):
+    """A proposer whose ``propose`` runs a model, so it is priced before each call
+    (``drafting.cost_gate.CostlyGate``) from what it says here."""
+
+    costly: ClassVar[bool] = True
+    #: Its model's size over the target's, to price a call before any was timed.
+    size_ratio: float = 1.0
+
+    def planned_sources(self, k: int) -> list[int]:
+        """The buckets a proposal of ``k`` tokens will carry, known before it is made."""
+        raise NotImplementedError
+
+    def pending_tokens(self) -> int:
+        """Tokens of the text it has not yet seen (a catch-up its next call pays for)."""
+        return 0
 
 
 def describe(proposer: Any) -> str:

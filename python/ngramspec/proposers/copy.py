@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ngramspec._core import SuffixMatcher
-from ngramspec.proposers.base import EMPTY_TOKENS, Proposal
+from ngramspec.proposers.base import EMPTY_TOKENS, Proposal, Proposer
 
 __all__ = ["COPY_PRIORS", "CopyProposer", "N_COPY_SOURCES", "copy_agreement", "copy_source", "copy_sources"]
 
@@ -51,13 +51,13 @@ def copy_source(evidence: int, continuing: bool = False) -> int:
     return bucket + (_COPY_BUCKETS if continuing else 0)
 
 
-def copy_sources(match_length: int, continuing: bool, n: int, base: int = 0, run: int = 0) -> list[int]:
-    """``base`` + the buckets of a copy draft's n tokens, after a backward match of
+def copy_sources(match_length: int, continuing: bool, n: int, run: int = 0) -> list[int]:
+    """The buckets of a copy draft's n tokens, after a backward match of
     ``match_length`` and a run of ``run`` confirmed tokens. Token i is judged only if
     tokens 0..i-1 were accepted, and then the copy has been confirmed for i more
     tokens: its evidence is i tokens longer."""
     evidence = max(match_length, run)
-    return [base + copy_source(evidence + i, continuing or i > 0) for i in range(n)]
+    return [copy_source(evidence + i, continuing or i > 0) for i in range(n)]
 
 
 def copy_agreement(copied: Any, emitted: Sequence[int]) -> int:
@@ -73,7 +73,7 @@ def copy_agreement(copied: Any, emitted: Sequence[int]) -> int:
     return n
 
 
-class CopyProposer:
+class CopyProposer(Proposer):
     """Drafts what followed the longest earlier match of the current context."""
 
     name: ClassVar[str] = "copy"
@@ -81,7 +81,6 @@ class CopyProposer:
     def __init__(self, matcher: SuffixMatcher | None = None) -> None:
         self.matcher = matcher if matcher is not None else SuffixMatcher()
         self.source_priors: Sequence[float] = COPY_PRIORS
-        self.source_base = 0
         self._continuing = False
         self._run = 0    # tokens in a row the copies since the last miss got right
         self._last: np.ndarray = EMPTY_TOKENS   # the latest draft, until the next accept
@@ -98,7 +97,7 @@ class CopyProposer:
         k = min(k, max(RAMP_FLOOR, RAMP_FACTOR * self._run))
         copied, match = self.matcher.predict(k)
         self._last = copied
-        return Proposal(copied, copy_sources(match, self._continuing, len(copied), self.source_base, self._run),
+        return Proposal(copied, copy_sources(match, self._continuing, len(copied), run=self._run),
                         self.name, match)
 
     def accept(self, tokens: Sequence[int]) -> None:
@@ -111,5 +110,3 @@ class CopyProposer:
         else:
             self.matcher.update_batch(tokens)
 
-    def end(self, output: Sequence[int]) -> None:
-        pass

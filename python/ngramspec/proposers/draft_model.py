@@ -26,7 +26,7 @@ whether and how much of a sampled draft is verified must not depend on the
 sampled tokens: sampled proposals always have exactly k tokens, and the sources
 the policy decides on depend on positions only.
 
-Source buckets are draft positions (``source_base + min(i, n_buckets - 1)``):
+Source buckets are draft positions (``min(i, n_buckets - 1)``):
 the policy multiplies per-token acceptances, so one bucket per position lets it
 learn how fast the draft model's agreement decays along a draft.
 
@@ -48,7 +48,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ngramspec import _llama
-from ngramspec.proposers.base import EMPTY_TOKENS, Proposal
+from ngramspec.arg_checks import checked_int
+from ngramspec.proposers.base import EMPTY_TOKENS, CostlyProposer, Proposal
 from ngramspec.proposers.draft_model_loading import check_compatible, is_llama, load_draft_model, memory_report
 from ngramspec.sampling import SamplingParams, position_uniform, sample, target_distribution
 
@@ -66,7 +67,7 @@ _EMA = 0.2
 _SHORT_CATCHUP = 2
 
 
-class DraftModelProposer:
+class DraftModelProposer(CostlyProposer):
     """Drafts with a second ``llama_cpp.Llama`` (see the module docstring).
 
     draft_llm: the draft model; its context and cache are used (keep it for this
@@ -89,16 +90,13 @@ class DraftModelProposer:
     """
 
     name: ClassVar[str] = "draft_model"
-    # The Drafter prices a costly proposer (``expected_seconds``) before calling it.
-    costly: ClassVar[bool] = True
 
     def __init__(self, draft_llm: Any, target_llm: Any, *, sampling: SamplingParams | None = None,
                  sample_draft: bool = True, draft_temperature: float | None = None,
                  n_buckets: int = N_DRAFT_BUCKETS, prior: float = DEFAULT_DRAFT_PRIOR,
                  lazy_prefill: bool = False, check_tokenizer: bool = True) -> None:
         check_compatible(draft_llm, target_llm, check_tokenizer=check_tokenizer)
-        if isinstance(n_buckets, bool) or not isinstance(n_buckets, (int, np.integer)) or n_buckets < 1:
-            raise ValueError(f"n_buckets must be an int >= 1, got {n_buckets!r}")
+        checked_int(n_buckets, "n_buckets", minimum=1)
         if not 0.0 < float(prior) < 1.0:
             raise ValueError(f"prior must be in (0, 1), got {prior!r}")
         self.draft = draft_llm
@@ -111,15 +109,10 @@ class DraftModelProposer:
         self.lazy_prefill = bool(lazy_prefill)
         self.n_buckets = int(n_buckets)
         self.source_priors: Sequence[float] = (float(prior),) * self.n_buckets
-        self.source_base = 0
-        # Whether to call this proposer each pass: a ``CostlyGate`` the drafting layer
-        # attaches (``cost_gate.gate_for``) and keeps here across generations, so a
-        # refused draft model is probed once per interval overall.
-        self.gate: Any = None
         llama_cpp = _llama.llama_cpp_module()
-        self.size_ratio = (llama_cpp.llama_model_n_params(draft_llm._model.model)
-                           / max(1, llama_cpp.llama_model_n_params(target_llm._model.model)))
-        self._vocab = draft_llm._model.vocab
+        self.size_ratio = (llama_cpp.llama_model_n_params(_llama.model_handle(draft_llm))
+                           / max(1, llama_cpp.llama_model_n_params(_llama.model_handle(target_llm))))
+        self._vocab = _llama.vocab_handle(draft_llm)
         self._is_eog: dict[int, bool] = {}
         self._batch = _llama.Batch(max(1, min(draft_llm.n_batch, draft_llm.context_params.n_ubatch)))
         self._text: list[int] | None = None
@@ -172,8 +165,7 @@ class DraftModelProposer:
             if not _llama.remove_from(llm, pos):
                 raise RuntimeError("llama.cpp refused to roll back the draft model's cache")
             del self._kv[pos:]
-            llm.n_tokens = len(self._kv)
-            llm._requires_eval = True
+            _llama.set_cached_tokens(llm, len(self._kv))
             if self._fresh > pos:
                 self._fresh = -1
 
@@ -193,7 +185,7 @@ class DraftModelProposer:
             if end > start:
                 llm.input_ids[start:end] = chunk[: end - start]
             llm.n_tokens = len(kv)
-        llm._requires_eval = True
+        _llama.set_cached_tokens(llm, len(kv))
         self._fresh = len(kv)
 
     def _sync(self, need_logits: bool) -> np.ndarray | None:
@@ -285,10 +277,7 @@ class DraftModelProposer:
         (the last token is never decoded). Greedy drafts stop after an
         end-of-generation token; sampled drafts always have k tokens, so that
         their length never depends on the sampled values."""
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-            raise TypeError(f"k must be an int, got {type(k).__name__}")
-        if k < 0:
-            raise ValueError(f"k must be >= 0, got {k}")
+        checked_int(k, "k", minimum=0)
         text = self._require_begun()
         llm = self.draft
         self._check_open()
@@ -344,8 +333,7 @@ class DraftModelProposer:
         self.drafted_tokens += n
         self.draft_seconds += t2 - t0
         last = self.n_buckets - 1
-        base = self.source_base
-        sources = [base + (i if i < last else last) for i in range(n)]
+        sources = [i if i < last else last for i in range(n)]
         return Proposal(np.asarray(tokens, dtype=np.int32), sources, self.name, len(text), q)
 
     def end(self, output: Sequence[int]) -> None:
@@ -356,8 +344,8 @@ class DraftModelProposer:
     def planned_sources(self, k: int) -> list[int]:
         """The sources a proposal of ``k`` tokens will carry, known before it is made
         (they depend on positions only), so it can be priced before it is paid for."""
-        last, base = self.n_buckets - 1, self.source_base
-        return [base + (i if i < last else last) for i in range(max(0, k))]
+        last = self.n_buckets - 1
+        return [i if i < last else last for i in range(max(0, k))]
 
     def expected_seconds(self, k: int) -> float | None:
         """Estimated seconds to propose ``k`` tokens now (catch-up included); None

@@ -20,15 +20,6 @@ def is_llama(obj: Any) -> bool:
     return isinstance(obj, _llama.llama_cpp_module().Llama)
 
 
-def _special_tokens(llm: Any) -> dict[str, int]:
-    model = llm._model
-    out = {"BOS": int(model.token_bos()), "EOS": int(model.token_eos())}
-    eot = getattr(model, "token_eot", None)
-    if eot is not None:
-        out["EOT"] = int(eot())
-    return out
-
-
 def check_compatible(draft_llm: Any, target_llm: Any, *, check_tokenizer: bool = True) -> None:
     """Raise TypeError / ValueError unless ``draft_llm`` can draft for ``target_llm``:
     two distinct, open ``llama_cpp.Llama`` objects with the same vocabulary size,
@@ -48,16 +39,15 @@ def check_compatible(draft_llm: Any, target_llm: Any, *, check_tokenizer: bool =
     if n_draft != n_target:
         raise ValueError(f"the draft model's vocabulary has {n_draft} tokens and the target's has {n_target}: "
                          "a draft model must share the target's vocabulary")
-    sd, st = _special_tokens(draft_llm), _special_tokens(target_llm)
+    sd, st = _llama.special_tokens(draft_llm), _llama.special_tokens(target_llm)
     differ = [f"{k} {sd[k]} (draft) vs {st[k]} (target)" for k in st if k in sd and sd[k] != st[k]]
     if differ:
         raise ValueError("the draft model's special tokens differ from the target's: " + ", ".join(differ)
                          + "; use a draft model from the target's family")
     if check_tokenizer:
-        dm, tm = draft_llm._model, target_llm._model
         step = max(1, n_target // 997)
         for t in range(0, n_target, step):
-            a, b = dm.token_get_text(t), tm.token_get_text(t)
+            a, b = _llama.token_text(draft_llm, t), _llama.token_text(target_llm, t)
             if a != b:
                 raise ValueError(f"the draft model's tokenizer differs from the target's: token {t} is {a!r} "
                                  f"in the draft and {b!r} in the target")
@@ -76,7 +66,7 @@ _BYTES_PER_KV_ELEMENT = {0: 4.0, 1: 2.0, 30: 2.0, 8: 34 / 32, 2: 20 / 32, 3: 24 
 def _kv_bytes(llm: Any) -> int:
     """KV cache size estimate: n_ctx x layers x kv heads x head size x (K + V)."""
     llama_cpp = _llama.llama_cpp_module()
-    model = llm._model.model
+    model = _llama.model_handle(llm)
     n_layer = llama_cpp.llama_model_n_layer(model)
     n_head = max(1, llama_cpp.llama_model_n_head(model))
     n_head_kv = llama_cpp.llama_model_n_head_kv(model)
@@ -93,7 +83,7 @@ def memory_report(draft_llm: Any, target_llm: Any) -> dict[str, int]:
     llama_cpp = _llama.llama_cpp_module()
     out = {}
     for what, llm in (("draft", draft_llm), ("target", target_llm)):
-        out[f"{what}_weights_bytes"] = int(llama_cpp.llama_model_size(llm._model.model))
+        out[f"{what}_weights_bytes"] = int(llama_cpp.llama_model_size(_llama.model_handle(llm)))
         out[f"{what}_kv_bytes"] = _kv_bytes(llm)
     out["draft_total_bytes"] = out["draft_weights_bytes"] + out["draft_kv_bytes"]
     out["target_total_bytes"] = out["target_weights_bytes"] + out["target_kv_bytes"]

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ngramspec._core import NGramPredictor
-from ngramspec.proposers.base import Proposal
+from ngramspec.proposers.base import Proposal, Proposer
 
 __all__ = ["DEFAULT_NGRAM_PRIOR", "N_NGRAM_SOURCES", "NGramProposer", "ngram_source", "ngram_sources"]
 
@@ -41,19 +41,19 @@ def ngram_source(count: int, total: int) -> int:
     return 3 if count < total else 4
 
 
-def ngram_sources(counts: Any, totals: Any, base: int = 0) -> list[int]:
-    """``base`` + ngram_source for each token of a draft."""
+def ngram_sources(counts: Any, totals: Any) -> list[int]:
+    """ngram_source for each token of a draft."""
     if len(counts) <= 4:   # most passes: a few tokens, where numpy's per-call cost is the larger
-        return [base + ngram_source(c, t) for c, t in zip(counts.tolist(), totals.tolist())]
+        return [ngram_source(c, t) for c, t in zip(counts.tolist(), totals.tolist())]
     c, t = np.asarray(counts, dtype=np.int64), np.asarray(totals, dtype=np.int64)
     bucket = np.where(c < t, 3, 4)
     bucket = np.where(5 * c < 4 * t, 2, bucket)
     bucket = np.where(2 * c < t, 1, bucket)
     bucket = np.where(t <= 1, 0, bucket)
-    return (bucket + base).tolist()   # type: ignore[no-any-return]
+    return bucket.tolist()   # type: ignore[no-any-return]
 
 
-class NGramProposer:
+class NGramProposer(Proposer):
     """Drafts the n-gram tables' most frequent continuation, chained."""
 
     name: ClassVar[str] = "ngram"
@@ -61,7 +61,6 @@ class NGramProposer:
     def __init__(self, *, min_order: int = 2, max_order: int = 4, window: int = 512) -> None:
         self.predictor = NGramPredictor(min_order=min_order, max_order=max_order, window=window)
         self.source_priors: Sequence[float] = (DEFAULT_NGRAM_PRIOR,) * N_NGRAM_SOURCES
-        self.source_base = 0
 
     def begin(self, prompt: Sequence[int]) -> None:
         self.predictor.reset()
@@ -72,7 +71,7 @@ class NGramProposer:
         # The eager rule compares this with a copy's match length: an n-gram guess
         # rests on up to max_order - 1 tokens of context.
         match = self.predictor.max_order - 1 if len(draft) else 0
-        return Proposal(draft, ngram_sources(counts, totals, self.source_base), self.name, match)
+        return Proposal(draft, ngram_sources(counts, totals), self.name, match)
 
     def accept(self, tokens: Sequence[int]) -> None:
         if len(tokens) == 1:
@@ -80,5 +79,3 @@ class NGramProposer:
         else:
             self.predictor.update_batch(tokens)
 
-    def end(self, output: Sequence[int]) -> None:
-        pass

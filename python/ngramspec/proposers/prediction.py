@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ngramspec.proposers.base import Proposal
+from ngramspec.proposers.base import Proposal, Proposer
 
 __all__ = ["PredictionProposer", "prediction_text", "prediction_usage"]
 
@@ -134,7 +134,7 @@ def _bucket(match: int) -> int:
     return 0 if match <= 0 else min(_BUCKETS - 1, match.bit_length())
 
 
-class PredictionProposer:
+class PredictionProposer(Proposer):
     """tokens: the prediction, tokenized once."""
 
     name: ClassVar[str] = "prediction"
@@ -143,7 +143,6 @@ class PredictionProposer:
         self.tokens = [int(t) for t in tokens]
         self._array = np.asarray(self.tokens, dtype=np.int32)
         self.source_priors: Sequence[float] = _PRIORS
-        self.source_base = 0
         # (a, b) -> positions j with tokens[j-2:j] == [a, b]: where a draft could resume.
         self._index: dict[tuple[int, int], list[int]] = {}
         for j in range(2, len(self.tokens) + 1):
@@ -189,8 +188,8 @@ class PredictionProposer:
             return Proposal.none(self.name)
         draft = self._array[self._pos: self._pos + k]
         self._last = len(draft)
-        base = self.source_base + (_BUCKETS if self._continuing else 0)
-        cont = self.source_base + _BUCKETS
+        base = _BUCKETS if self._continuing else 0
+        cont = _BUCKETS
         sources = [base + _bucket(self._match)] + [cont + _bucket(self._match + i) for i in range(1, len(draft))]
         return Proposal(draft, sources, self.name, self._match)
 
@@ -207,5 +206,3 @@ class PredictionProposer:
                 self._synced, self._match, agreed = False, 0, False
         self._continuing = agreed and self._synced
 
-    def end(self, output: Sequence[int]) -> None:
-        pass

@@ -2,6 +2,7 @@
 4xx status for anything the request did wrong, and the route class that answers so."""
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -18,11 +19,15 @@ from llama_cpp import llama_chat_format
 from llama_cpp.server.errors import RouteErrorHandler
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ngramspec.errors import NgramspecError
+
+_log = logging.getLogger(__name__)
+
 __all__ = ["ClientError", "SpeculativeRoute", "as_client_error", "error_json", "http_error", "internal_error",
            "raised_by_a_template", "raised_by_ngramspec", "template_refusal", "validation_error"]
 
 
-class ClientError(Exception):
+class ClientError(NgramspecError):
     """A request the server refuses: an HTTP status and an OpenAI error object."""
 
     def __init__(self, status: int, message: str, type: str = "invalid_request_error",
@@ -116,7 +121,7 @@ def as_client_error(exc: BaseException, body: Any = None) -> BaseException:
 def _log_refusal(exc: BaseException, ours: bool) -> None:
     """One line on the server's log for a refusal whose own text the client does not get."""
     if not ours:
-        print(f"ngramspec: refused a request: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        _log.warning("refused a request: %s: %s", type(exc).__name__, exc)
 
 
 def _where(loc: Any) -> str:

@@ -34,7 +34,7 @@ class InProcessMethods:
                 drafter = draft_proposer(engine)
                 if drafter is not None:
                     self.draft_llm.reset()   # no draft prompt cached from another method's run
-                    before = _draft_counters(drafter)
+                    before = _draft_counters(drafter, engine)
                     t0 = time.perf_counter()
                 gen = engine.generate(item.prompt, max_tokens=item.max_tokens, stop=stop, stopping_criteria=clock,
                                       grammar=_grammar(item))
@@ -83,18 +83,19 @@ _DRAFT_COUNTERS = ("calls", "probes", "refusals")
 _PROPOSER_COUNTERS = ("proposals", "drafted_tokens", "draft_seconds", "prefill_seconds", "catchup_seconds")
 
 
-def _draft_counters(p: Any) -> dict[str, float]:
-    return {**{k: getattr(p.gate, k) for k in _DRAFT_COUNTERS}, **{k: getattr(p, k) for k in _PROPOSER_COUNTERS}}
+def _draft_counters(p: Any, engine: Any) -> dict[str, float]:
+    gate = engine.gates[p]
+    return {**{k: getattr(gate, k) for k in _DRAFT_COUNTERS}, **{k: getattr(p, k) for k in _PROPOSER_COUNTERS}}
 
 
 def _draft_stats(p: Any, before: dict[str, float], engine: Any) -> dict[str, Any]:
     """One run's draft-model figures: the gate's decisions (passes it let the draft
     model run, probes among them, refusals), the draft's work and its measured
     prices next to a target token's."""
-    now = _draft_counters(p)
+    now = _draft_counters(p, engine)
     out: dict[str, Any] = {k: now[k] - before[k] for k in now}
     policy = engine.policy
     out.update(seconds_per_token=p.seconds_per_token, decode_seconds=p.decode_seconds,
                size_ratio=p.size_ratio,
-               target_single_seconds=getattr(getattr(policy, "cost", None), "single_seconds", None))
+               target_single_seconds=policy.single_seconds if policy is not None else None)
     return out

@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from ngramspec.errors import NgramspecError
 from ngramspec.suite.rss import vmhwm_mib
 
 # "none" is the server decoding plainly: its own baseline, next to ours.
@@ -29,7 +30,7 @@ DEFAULT_MODES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-
 MODES = DEFAULT_MODES + ("draft",)
 
 
-class ServerError(RuntimeError):
+class ServerError(NgramspecError, RuntimeError):
     pass
 
 

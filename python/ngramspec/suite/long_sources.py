@@ -16,7 +16,7 @@ import platform
 import textwrap
 from typing import Any, Callable
 
-from ngramspec.suite.sources import Item, MissingMaterial, Workload, iso3166_rows, require_dist
+from ngramspec.suite.sources import Item, MissingMaterialError, Workload, iso3166_rows, require_dist
 
 __all__ = ["LONG_WORKLOADS", "build_long"]
 
@@ -68,13 +68,13 @@ def grounded_quote(chat: Chat, max_tokens: int) -> Workload:
     version = require_dist("tzdata")
     licence = importlib.metadata.distribution("tzdata").read_text("licenses/licenses/LICENSE_APACHE")
     if not licence:
-        raise MissingMaterial("tzdata's wheel no longer ships licenses/LICENSE_APACHE")
+        raise MissingMaterialError("tzdata's wheel no longer ships licenses/LICENSE_APACHE")
     text = licence[: licence.index("5. Submission of Contributions")].strip()
-    questions = ["Quote Section 4 (Redistribution) in full, word for word, then say in one sentence what it asks.",
-                 'Quote the definitions of "Contribution" and "Contributor" word for word, then explain each '
-                 "in one sentence."]
-    items = [Item(f"question {i + 1}", chat([{"role": "user", "content": f"{text}\n\n{q}"}]), max_tokens)
-             for i, q in enumerate(questions)]
+    # Worded as Qwen2.5-Coder answers with the quote (asked to "quote Section 4 ... then
+    # say ...", it repeated the question and stopped).
+    items = [Item(f"section {n}", chat([{"role": "user", "content":
+                  f"Read this license.\n\n{text}\n\nWhat does Section {n} say? Quote it in full."}]), max_tokens)
+             for n in (4, 3)]
     return Workload("grounded_quote", "a long answer that quotes a long text",
                     f"Apache License 2.0, sections 1-4 (as shipped in PyPI tzdata {version})", items)
 

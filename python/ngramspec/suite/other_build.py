@@ -20,6 +20,7 @@ import sys
 from dataclasses import asdict
 from typing import IO, Any
 
+from ngramspec.errors import NgramspecError
 from ngramspec.suite.in_process import InProcessMethods
 from ngramspec.suite.loading import load, make_engine
 from ngramspec.suite.methods import ENGINE_OPTIONS, MEASURED_MAX_BATCH, OTHER_BUILD_METHODS
@@ -27,7 +28,7 @@ from ngramspec.suite.run_record import Run
 from ngramspec.suite.sources import Item
 
 
-class OtherBuildError(RuntimeError):
+class OtherBuildError(NgramspecError, RuntimeError):
     """The other build's worker could not start or stopped answering."""
 
 

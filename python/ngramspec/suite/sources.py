@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, cast
 
-from ngramspec.errors import MissingChatTemplate
+from ngramspec import _llama
+from ngramspec.errors import MissingChatTemplateError, NgramspecError
 
 # HumanEval's own stop sequences (Chen et al., 2021): the completion ends where the
 # next top-level statement would begin.
@@ -52,15 +53,18 @@ class Workload:
     items: list[Item]
 
 
-class MissingMaterial(RuntimeError):
+class MissingMaterialError(NgramspecError, RuntimeError):
     """A package that holds benchmark material is not installed."""
+
+
+MissingMaterial = MissingMaterialError   # its name before the Error suffix
 
 
 def require_dist(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
-        raise MissingMaterial(f"the benchmark needs the {dist!r} package for its material: "
+        raise MissingMaterialError(f"the benchmark needs the {dist!r} package for its material: "
                               f"pip install 'ngramspec[bench]'") from None
 
 
@@ -79,12 +83,12 @@ def chat_formatter(llm: Any) -> Callable[[list[dict[str, str]]], str]:
 
     template = llm.metadata.get("tokenizer.chat_template")
     if not template:
-        raise MissingChatTemplate("this model has no chat template in its GGUF metadata; the chat workloads need one")
-    model = llm._model
+        raise MissingChatTemplateError("this model has no chat template in its GGUF metadata; the chat workloads "
+                                       "need one")
     eos, bos = llm.token_eos(), llm.token_bos()
     formatter = Jinja2ChatFormatter(template=template,
-                                    eos_token=model.token_get_text(eos) if eos != -1 else "",
-                                    bos_token=model.token_get_text(bos) if bos != -1 else "")
+                                    eos_token=_llama.token_text(llm, eos) if eos != -1 else "",
+                                    bos_token=_llama.token_text(llm, bos) if bos != -1 else "")
     # llama_cpp types messages as its TypedDicts; plain dicts are what it accepts at run time.
     return lambda messages: formatter(messages=messages).prompt  # type: ignore[arg-type]
 
@@ -191,7 +195,7 @@ def grounded_qa(chat: Callable[[list[dict[str, str]]], str], n: int, max_tokens:
     version = require_dist("tzdata")
     licence = importlib.metadata.distribution("tzdata").read_text("licenses/licenses/LICENSE_APACHE")
     if not licence:
-        raise MissingMaterial("tzdata's wheel no longer ships licenses/LICENSE_APACHE")
+        raise MissingMaterialError("tzdata's wheel no longer ships licenses/LICENSE_APACHE")
     # Sections 1-4 keep the prompt near 1,600 tokens: long enough to ground the
     # answers, short enough for a 4k context on every model we run.
     text = licence[: licence.index("5. Submission of Contributions")].strip()
@@ -206,11 +210,11 @@ def zen_of_python() -> list[str]:
     without importing it (importing it prints the poem)."""
     spec = importlib.util.find_spec("this")
     if spec is None or spec.origin is None:
-        raise MissingMaterial("this Python has no `this` module")
+        raise MissingMaterialError("this Python has no `this` module")
     with open(spec.origin, encoding="utf-8") as f:
         encoded = re.search(r'"""(.*?)"""', f.read(), re.S)
     if encoded is None:
-        raise MissingMaterial("cannot read the Zen of Python from the `this` module")
+        raise MissingMaterialError("cannot read the Zen of Python from the `this` module")
     return [line for line in codecs.decode(encoded.group(1), "rot13").splitlines()[2:] if line]
 
 

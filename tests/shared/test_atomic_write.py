@@ -82,6 +82,17 @@ def test_new_files_get_the_permissions_open_would_give(tmp_path):
     assert bits("private") == 0o600
 
 
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.parametrize("existing", [0o644, 0o640, 0o600])
+def test_a_replaced_file_keeps_its_permissions(tmp_path, existing):
+    # The rename replaced a 0644 file by the temporary file's 0600 (Memory.save).
+    target = tmp_path / "kept"
+    target.write_text("old")
+    target.chmod(existing)
+    atomic_write_text(target, "new", mode=0o600)
+    assert target.read_text() == "new" and stat.S_IMODE(target.stat().st_mode) == existing
+
+
 def test_durable_syncs_the_file_and_its_folder(tmp_path, monkeypatch):
     synced: list[int] = []
     real_fsync = os.fsync

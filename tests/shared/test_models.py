@@ -283,3 +283,27 @@ def test_load_llama(smollm2_path, tmp_path):
     broken.write_bytes(b"GGUF" + b"\0" * 64)
     with pytest.raises(models.ModelLoadError, match="llama.cpp cannot load"):
         models.load_llama(str(broken), n_ctx=256)
+
+
+def test_a_fetched_path_is_what_llama_takes_and_still_a_path(smollm2_path):
+    """llama_cpp.Llama(models.fetch(name)) failed: 'PosixPath' object has no attribute
+    'encode'. The path is now a str (Llama calls .encode() on it and puts it in every
+    response's "model"), and still answers as a Path."""
+    import json
+    import os
+
+    import llama_cpp
+
+    path = models.fetch("smollm2-135m")
+    llm = llama_cpp.Llama(path, n_ctx=128, verbose=False)
+    try:
+        out = llm.create_completion("Hello", max_tokens=2, temperature=0)
+    finally:
+        llm.close()
+    assert json.loads(json.dumps(out))["model"] == smollm2_path
+    assert isinstance(path, str) and os.fspath(path) == smollm2_path
+    as_path = Path(smollm2_path)
+    assert path == as_path and as_path == path and path == smollm2_path
+    assert path.name == as_path.name and path.parent == as_path.parent and path.exists()
+    assert path.read_bytes()[:4] == b"GGUF" and path / "x" == as_path / "x"
+    assert Path(path) == as_path

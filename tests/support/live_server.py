@@ -15,7 +15,7 @@ import httpx
 
 from ngramspec.suite.llama_server import free_port
 
-__all__ = ["Server", "serving"]
+__all__ = ["Server", "llama_cpp_serving", "serving"]
 
 #: The warm-up may measure the engine's cost curve (cached on disk after the first time).
 START_TIMEOUT_S = 300
@@ -82,3 +82,41 @@ def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
     text = log.read_text(errors="replace")
     log.unlink()
     assert "Traceback" not in text, text[-4000:]
+
+
+@contextlib.contextmanager
+def llama_cpp_serving(*args: str) -> Iterator[Server]:
+    """llama-cpp-python's own server (``python -m llama_cpp.server ARGS``) from this
+    venv on 127.0.0.1, ready, then stopped: the server ``ngramspec serve`` is built on,
+    to compare answers with."""
+    import pytest
+
+    port = free_port()
+    log = Path(tempfile.mkstemp(prefix="llama-cpp-server-", suffix=".log")[1])
+    cmd = [sys.executable, "-m", "llama_cpp.server", *args, "--host", "127.0.0.1", "--port", str(port)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    srv = Server(proc, f"http://127.0.0.1:{port}", log)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"llama-cpp-python's server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(srv.base + "/v1/models", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"llama-cpp-python's server did not start in {START_TIMEOUT_S} s")
+        time.sleep(0.2)
+    try:
+        yield srv
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.unlink()

@@ -22,8 +22,10 @@ from ngramspec.calibration.verify_plan import VerifyPlan
 from ngramspec.drafting.drafter import Drafter
 from ngramspec.engine.acceptance import accept_greedy, accept_sampled, pick
 from ngramspec.engine.cost_report import describe_cost
+from ngramspec.engine.logprobs import TokenLogprobs
 from ngramspec.engine.output_text import OutputText
 from ngramspec.engine.request import check_exact, prompt_tokens_for, stop_list
+from ngramspec.engine.row_rules import row_rules_for
 from ngramspec.engine.run_host import RunHost
 from ngramspec.engine.stats import GenerationStats
 from ngramspec.errors import PromptTooLongError
@@ -64,7 +66,8 @@ class GenerationStream:
 
     def __init__(self, engine: RunHost, prompt: str | Sequence[int], *, max_tokens: object,
                  stop: str | Sequence[str] | None, stopping_criteria: object, sampling: object,
-                 exact: object, prediction: object) -> None:
+                 exact: object, prediction: object, grammar: object = None, logit_bias: object = None,
+                 penalties: object = None, min_tokens: object = 0, logprobs: object = None) -> None:
         llm = engine.llm
         if sampling is not None and not isinstance(sampling, SamplingParams):
             raise TypeError("sampling must be a SamplingParams or None")
@@ -104,6 +107,11 @@ class GenerationStream:
         self.finish = "length"
         self.eog: int | None = None   # the end-of-generation token that ended it
         self._generation = 0
+        # What plain's sampler chain does to each row (grammar, greedy penalties and bias,
+        # min_tokens: row_rules.py), and the top logprobs of each emitted token (logprobs.py).
+        self.rules = row_rules_for(llm, sampling, grammar=grammar, logit_bias=logit_bias, penalties=penalties,
+                                   min_tokens=min_tokens)
+        self.logprobs = TokenLogprobs(logprobs) if logprobs is not None else None
         self._gen = self._run()
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -162,7 +170,8 @@ class GenerationStream:
         first_row = _llama.last_logits(self.engine.llm)
         # Penalty history is the generated tokens only: llama-cpp-python builds a new
         # sampler per call and feeds it only the tokens it samples.
-        nxt = pick(first_row, self.sampling, n_past, [])
+        rules = self.rules
+        nxt = (pick if rules is None else rules.first)(first_row, self.sampling, n_past, [])
         t0 = time.perf_counter()
         drafter.begin(self.prompt_tokens)
         stats.time_predictor_s += time.perf_counter() - t0
@@ -178,6 +187,8 @@ class GenerationStream:
             self.finish, self.eog = "stop", token
             return True
         self.emitted.append(token)
+        if self.logprobs is not None:
+            self.logprobs.add(token, row)
         assert self.text is not None
         if not self.text.add(token):
             return False   # llama-cpp-python completes a split character before any check
@@ -299,6 +310,9 @@ class GenerationStream:
         """The pass's targets from its rows (``acceptance.py``); ``start``: the
         absolute position of rows[0]'s prediction."""
         sampling = self.sampling
+        if self.rules is not None:
+            return self.rules.targets(rows, tokens, sampling, start, self.emitted,
+                                      probs[:len(tokens)] if probs is not None else None)
         if sampling is None:
             return accept_greedy(rows, tokens)
         hist = self.emitted[-sampling.penalty_last_n:] if sampling.penalizes else []

@@ -170,7 +170,8 @@ class SpeculativeEngine:
     def generate(self, prompt: str | Sequence[int], max_tokens: int | None = 16,
                  stop: str | Sequence[str] | None = None, stopping_criteria: Any = None,
                  sampling: SamplingParams | None = None, *, exact: bool | None = None,
-                 prediction: Any = None) -> Generation:
+                 prediction: Any = None, grammar: Any = None, logit_bias: Any = None, penalties: Any = None,
+                 min_tokens: int = 0, logprobs: int | None = None) -> Generation:
         """Completion of ``prompt``: greedy, or sampled with ``sampling``.
 
         max_tokens: most tokens to generate, >= 1; None fills the context. As in
@@ -189,21 +190,34 @@ class SpeculativeEngine:
             ...}`` or a str): drafted from where the output follows it; the output
             is the same as without it (sampled with a sampled draft model: the
             same distribution, not necessarily the same draws).
+        grammar: a ``llama_cpp.LlamaGrammar`` the output must follow: each verified
+            row's target is chosen among the tokens it allows, as plain
+            llama-cpp-python's sampler chain chooses (``row_rules.py``).
+        logit_bias, penalties: a greedy request's ``{id: bias}`` and (last_n,
+            repeat, frequency, presence), applied to each row as plain applies them
+            (a sampled request carries its own in ``sampling``).
+        min_tokens: the end-of-text token is banned from the first ``min_tokens``
+            generated tokens (llama-cpp-python's ``MinTokensLogitsProcessor``).
+        logprobs: record each emitted token's logprob and the ``logprobs`` best
+            ones, as plain llama-cpp-python computes them (``run.logprobs``).
         """
         run = self.stream(prompt, max_tokens=max_tokens, stop=stop, stopping_criteria=stopping_criteria,
-                          sampling=sampling, exact=exact, prediction=prediction)
+                          sampling=sampling, exact=exact, prediction=prediction, grammar=grammar,
+                          logit_bias=logit_bias, penalties=penalties, min_tokens=min_tokens, logprobs=logprobs)
         return run.run_to_end()
 
     def stream(self, prompt: str | Sequence[int], max_tokens: int | None = 16,
                stop: str | Sequence[str] | None = None, stopping_criteria: Any = None,
                sampling: SamplingParams | None = None, *, exact: bool | None = None,
-               prediction: Any = None) -> GenerationStream:
+               prediction: Any = None, grammar: Any = None, logit_bias: Any = None, penalties: Any = None,
+               min_tokens: int = 0, logprobs: int | None = None) -> GenerationStream:
         """Like ``generate``, but yields lists of newly emitted token ids as they are
         accepted; after exhaustion ``.result`` holds the ``Generation``. Another
         generation on this engine, or a plain call on the Llama, ends the stream:
         resuming it then raises RuntimeError."""
         return GenerationStream(self, prompt, max_tokens=max_tokens, stop=stop, stopping_criteria=stopping_criteria,
-                                sampling=sampling, exact=exact, prediction=prediction)
+                                sampling=sampling, exact=exact, prediction=prediction, grammar=grammar,
+                                logit_bias=logit_bias, penalties=penalties, min_tokens=min_tokens, logprobs=logprobs)
 
     # -- what a generation's run uses (engine/run_host.py) -------------------
     @property

@@ -1,62 +1,94 @@
 """llama-cpp-python's call arguments as the wrapper checks and converts them for the
-engine: which requests are greedy, which arguments it refuses, seeds, logit bias
-and sampling parameters."""
+engine: which requests are greedy, which arguments send a request down the wrapped
+Llama's own path, seeds, logit bias and sampling parameters."""
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
 from ngramspec.sampling import SamplingParams
 
-__all__ = ["COMPLETION_REFUSES", "COMPLETION_REFUSES_GREEDY", "GENERATE_REFUSES", "call_seeds", "check_token_ids",
-           "is_greedy", "logit_bias_map", "refuse", "refused", "sampling_params"]
+__all__ = ["COMPLETION_PLAIN", "COMPLETION_PLAIN_SAMPLED", "GENERATE_PLAIN", "call_seeds", "check_finite",
+           "check_token_ids", "in_use", "is_greedy", "logit_bias_map", "min_tokens_of", "plain_reason",
+           "sampling_params"]
 
 
-def is_greedy(temperature: float, top_k: int) -> bool:
+def is_greedy(temperature: float, top_k: int, mirostat_mode: int = 0) -> bool:
     """Whether llama-cpp-python decodes greedily with these settings: temperature 0,
-    or top_k == 1 at a positive temperature (a negative temperature samples)."""
-    return temperature == 0 or (temperature > 0 and top_k == 1)
+    or top_k == 1 at a positive temperature without mirostat (mirostat replaces
+    top_k there; a negative temperature samples)."""
+    return temperature == 0 or (temperature > 0 and top_k == 1 and not mirostat_mode)
 
 
 def _given(value: Any) -> bool:
     return value is not None
 
 
-#: Every argument the engine cannot honour, and when a call uses it (a value other than the neutral one).
+def min_tokens_of(logits_processor: Any) -> tuple[int, int] | None:
+    r"""(min_tokens, end-of-text token) when ``logits_processor`` is only what
+    llama-cpp-python's server makes of a request's ``min_tokens`` (unused
+    ``MinTokensLogitsProcessor``\ s, which the engine applies itself); None for any
+    other processor. (0, -1) without one."""
+    if logits_processor is None:
+        return 0, -1
+    from llama_cpp import MinTokensLogitsProcessor
+
+    procs = list(logits_processor) if isinstance(logits_processor, (list, tuple)) else [logits_processor]
+    if not procs or not all(type(p) is MinTokensLogitsProcessor and p.prompt_tokens is None for p in procs):
+        return None
+    if len({p.token_eos for p in procs}) != 1:
+        return None
+    return max(int(p.min_tokens) for p in procs), int(procs[0].token_eos)
+
+
+#: Every argument the engine cannot speculate with, and when a call uses it (a value other than the neutral one).
 _IN_USE: dict[str, Callable[[Any], bool]] = {
     "suffix": _given,
-    "logprobs": _given,
+    "logprobs with echo": bool,   # the prompt's own logprobs: plain keeps every prompt row (logits_all)
     "mirostat_mode": lambda mode: mode != 0,
-    "logits_processor": _given,
+    "logits_processor": lambda procs: min_tokens_of(procs) is None,
     "grammar": _given,
     "frequency_penalty": lambda penalty: penalty != 0.0,
     "presence_penalty": lambda penalty: penalty != 0.0,
     "repeat_penalty": lambda penalty: penalty != 1.0,
-    "logit_bias": bool,
     "reset=False": lambda reset: not reset,   # generate's reset, named as the message shows it
 }
-#: What create_completion refuses in every request, in its message's order...
-COMPLETION_REFUSES = ("suffix", "logprobs", "mirostat_mode", "logits_processor", "grammar")
-#: ... and also in greedy ones (sampled requests apply penalties and logit bias exactly).
-COMPLETION_REFUSES_GREEDY = ("frequency_penalty", "presence_penalty", "repeat_penalty", "logit_bias")
-#: What the greedy ``generate`` refuses, in its message's order (a sampled one is the Llama's own).
-GENERATE_REFUSES = ("repeat_penalty", "frequency_penalty", "presence_penalty", "mirostat_mode",
-                    "logits_processor", "grammar", "reset=False")
+#: What sends any create_completion request down the Llama's own path, in the reason's order...
+COMPLETION_PLAIN = ("suffix", "logprobs with echo", "logits_processor")
+#: ... and also a sampled one (temperature 0 ignores mirostat; top_k 1 with it samples).
+COMPLETION_PLAIN_SAMPLED = ("mirostat_mode",)
+#: What sends a greedy ``generate`` down the Llama's own path (a sampled one always goes there).
+GENERATE_PLAIN = ("repeat_penalty", "frequency_penalty", "presence_penalty", "mirostat_mode",
+                  "logits_processor", "grammar", "reset=False")
 
 
-def refused(names: Sequence[str], args: dict[str, Any]) -> list[str]:
+def in_use(names: Sequence[str], args: dict[str, Any]) -> list[str]:
     """The names among ``names`` whose value in ``args`` is in use (``_IN_USE``), in
-    the order of ``names``: the order the error message lists them in."""
+    the order of ``names``."""
     return [name for name in names if _IN_USE[name](args[name])]
 
 
-def refuse(what: str) -> NoReturn:
-    """The wrapper's refusal of a request the engine cannot serve exactly."""
-    raise NotImplementedError(f"ngramspec does not support {what}; "
-                              "call the wrapped Llama (.llm) directly for such requests")
+def plain_reason(names: Sequence[str], args: dict[str, Any], greedy: bool) -> str | None:
+    """Why this request is decoded by the Llama's own path (the arguments in use that
+    the engine cannot speculate with), or None when it speculates."""
+    used = in_use(names, args)
+    if not used:
+        return None
+    return f"{', '.join(used)} in {'greedy' if greedy else 'sampled'} decoding"
+
+
+def check_finite(values: dict[str, Any]) -> None:
+    """ValueError naming the first sampling parameter that is NaN or infinite: llama.cpp
+    would sample from NaN logits, or clamp the value, without a word (a NaN
+    temperature was refused as if it were a greedy one). Values that are not numbers
+    are left to the checks that read them."""
+    for name, value in values.items():
+        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value}")
 
 
 #: LLAMA_DEFAULT_SEED: the seed (-1, or 2**32 - 1) that llama.cpp replaces by a random one.

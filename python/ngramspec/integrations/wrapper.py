@@ -19,20 +19,25 @@ from collections.abc import Iterator
 from typing import Any
 
 from ngramspec.engine.generation import GenerationStream
+from ngramspec.engine.llama_samplers import check_grammar
 from ngramspec.engine.request import check_exact, prompt_tokens_for
 from ngramspec.engine.speculative_engine import SpeculativeEngine
+from ngramspec.integrations.completion_logprobs import completion_logprobs
 from ngramspec.integrations.llama_call_args import (
-    COMPLETION_REFUSES,
-    COMPLETION_REFUSES_GREEDY,
-    GENERATE_REFUSES,
+    COMPLETION_PLAIN,
+    COMPLETION_PLAIN_SAMPLED,
+    GENERATE_PLAIN,
     call_seeds,
+    check_finite,
     check_token_ids,
+    in_use,
     is_greedy,
     logit_bias_map,
-    refuse,
-    refused,
+    min_tokens_of,
+    plain_reason,
     sampling_params,
 )
+from ngramspec.integrations.plain_path import mark_completion, mark_stream
 from ngramspec.proposers.prediction import prediction_text
 
 __all__ = ["SpeculativeLlama", "wrap"]
@@ -48,7 +53,7 @@ def _usage(n_prompt: int, gen: Any) -> dict[str, Any]:
 
 #: What a SpeculativeLlama itself holds; every other attribute set on it goes to
 #: its Llama when the Llama has one of that name.
-_WRAPPER_ATTRS = frozenset({"llm", "engine", "last_speculative", "_forwarded"})
+_WRAPPER_ATTRS = frozenset({"llm", "engine", "last_speculative", "last_plain_reason", "_forwarded"})
 
 
 class SpeculativeLlama:
@@ -67,6 +72,9 @@ class SpeculativeLlama:
         self.llm = llm
         self.engine = SpeculativeEngine(llm, **options)
         self.last_speculative: dict[str, Any] = {}  # the stats of the latest request
+        # Why the latest create_completion call was decoded plainly (None: speculative), set
+        # when the call is made: a server reads it before a stream's first byte.
+        self.last_plain_reason: str | None = None
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names this class lacks: tokenize, metadata, chat_format...
@@ -147,13 +155,28 @@ class SpeculativeLlama:
             then carries ``completion_tokens_details`` with OpenAI's
             ``accepted_prediction_tokens`` and ``rejected_prediction_tokens``."""
         check_exact(exact)
-        greedy = is_greedy(temperature, top_k)
-        args = {"suffix": suffix, "logprobs": logprobs, "mirostat_mode": mirostat_mode,
-                "logits_processor": logits_processor, "grammar": grammar, "frequency_penalty": frequency_penalty,
-                "presence_penalty": presence_penalty, "repeat_penalty": repeat_penalty, "logit_bias": logit_bias}
-        bad = refused(COMPLETION_REFUSES + COMPLETION_REFUSES_GREEDY if greedy else COMPLETION_REFUSES, args)
-        if bad:
-            refuse(f"{', '.join(bad)} in {'greedy' if greedy else 'sampled'} speculative decoding")
+        check_finite({"temperature": temperature, "top_p": top_p, "min_p": min_p, "typical_p": typical_p,
+                      "frequency_penalty": frequency_penalty, "presence_penalty": presence_penalty,
+                      "repeat_penalty": repeat_penalty, "tfs_z": tfs_z, "mirostat_tau": mirostat_tau,
+                      "mirostat_eta": mirostat_eta})
+        greedy = is_greedy(temperature, top_k, mirostat_mode)
+        args = {"suffix": suffix, "logprobs with echo": logprobs is not None and echo, "mirostat_mode": mirostat_mode,
+                "logits_processor": logits_processor}
+        reason = plain_reason(COMPLETION_PLAIN if greedy else COMPLETION_PLAIN + COMPLETION_PLAIN_SAMPLED, args,
+                              greedy)
+        if grammar is not None:   # on either path: plain would crash on a grammar llama.cpp cannot parse
+            check_grammar(self.llm, grammar)
+        self.last_plain_reason = reason
+        if reason is not None:
+            prediction_text(prediction)   # a bad one is refused on either path
+            return self._plain_completion(reason, stream, {
+                "prompt": prompt, "suffix": suffix, "max_tokens": max_tokens, "temperature": temperature,
+                "top_p": top_p, "min_p": min_p, "typical_p": typical_p, "logprobs": logprobs, "echo": echo,
+                "stop": stop, "frequency_penalty": frequency_penalty, "presence_penalty": presence_penalty,
+                "repeat_penalty": repeat_penalty, "top_k": top_k, "stream": stream, "seed": seed, "tfs_z": tfs_z,
+                "mirostat_mode": mirostat_mode, "mirostat_tau": mirostat_tau, "mirostat_eta": mirostat_eta,
+                "model": model, "stopping_criteria": stopping_criteria, "logits_processor": logits_processor,
+                "grammar": grammar, "logit_bias": logit_bias})
         if logit_bias:
             logit_bias = logit_bias_map(logit_bias, self.llm.n_vocab())
         llm_seed, call_seed = call_seeds(self.llm, seed)
@@ -166,15 +189,63 @@ class SpeculativeLlama:
         head = {"id": f"cmpl-{uuid.uuid4()}", "object": "text_completion", "created": int(time.time()),
                 "model": model if model is not None else self.llm.model_path}
         prefix = self._echoed_prompt(prompt) if echo else ""
+        min_tokens = min_tokens_of(logits_processor)
+        assert min_tokens is not None   # any other processor took the plain path
+        # A greedy request's penalties and bias are applied row by row as plain's chain
+        # applies them (a sampled one's are in its SamplingParams).
+        penalties = ((self.llm.last_n_tokens_size, repeat_penalty, frequency_penalty, presence_penalty)
+                     if greedy else None)
         run = self.engine.stream(prompt, max_tokens=limit, stop=stops, stopping_criteria=stopping_criteria,
-                                 sampling=sampling, exact=exact, prediction=prediction)
+                                 sampling=sampling, exact=exact, prediction=prediction, grammar=grammar,
+                                 logit_bias=logit_bias if greedy else None, penalties=penalties,
+                                 min_tokens=min_tokens[0], logprobs=logprobs)
         if llm_seed is not None and hasattr(self.llm, "set_seed"):
             self.llm.set_seed(llm_seed)
         if stream:
-            return self._stream_chunks(run, head, prefix)
-        return self._completion(run, head, prefix)
+            return self._stream_chunks(run, head, prefix, prompt)
+        return self._completion(run, head, prefix, prompt)
 
     __call__ = create_completion
+
+    def _plain_completion(self, reason: str, stream: bool, kwargs: dict[str, Any]) -> Any:
+        """The request through the Llama's own ``create_completion``, marked as plain
+        (``plain_path``). It holds the engine's lock as a speculative call does, and
+        ends any unfinished stream of this wrapper first (a generation that begins does)."""
+        engine = self.engine
+        if not stream:
+            with engine.lock:
+                engine.begin_generation()
+                out: dict[str, Any] = self.llm.create_completion(**kwargs)
+            self.last_speculative = mark_completion(out, reason)["speculative"]
+            return out
+        with engine.lock:   # plain raises bad arguments at its first next(): ours when called
+            engine.begin_generation()
+            chunks = iter(self.llm.create_completion(**kwargs))
+            first = next(chunks, None)
+        prompt, suffix = kwargs["prompt"], kwargs["suffix"]
+        n_prompt = len(prompt_tokens_for(self.llm, prompt)) if suffix is None else 0
+        return self._plain_chunks(first, chunks, reason, n_prompt)
+
+    def _plain_chunks(self, first: Any, chunks: Iterator[dict[str, Any]], reason: str,
+                      n_prompt: int) -> Iterator[dict[str, Any]]:
+        def locked() -> Iterator[dict[str, Any]]:
+            if first is None:
+                return
+            yield first
+            while True:
+                with self.engine.lock:
+                    chunk = next(chunks, None)
+                if chunk is None:
+                    return
+                yield chunk
+
+        def count(text: str) -> int:
+            return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False)) if text else 0
+
+        for chunk in mark_stream(locked(), reason, n_prompt, count):
+            if "speculative" in chunk:
+                self.last_speculative = chunk["speculative"]
+            yield chunk
 
     def _echoed_prompt(self, prompt: str | list[int]) -> str:
         """The prompt's text, as ``echo=True`` puts it before the completion."""
@@ -183,25 +254,50 @@ class SpeculativeLlama:
         text: str = self.llm.detokenize(prompt_tokens_for(self.llm, prompt)).decode("utf-8", errors="ignore")
         return text
 
-    def _completion(self, run: GenerationStream, head: dict[str, Any], prefix: str) -> dict[str, Any]:
+    def _stats(self, run: GenerationStream, gen: Any) -> dict[str, Any]:
+        """The response's ``speculative`` stats: the engine's, and with a grammar how
+        many rows it was checked on and how many needed it applied to the whole row."""
+        stats: dict[str, Any] = {"used": True, **gen.stats.to_dict()}
+        if run.rules is not None and run.rules.has_grammar:
+            stats["grammar_rows"] = run.rules.grammar_rows
+            stats["grammar_full_rows"] = run.rules.full_grammar_rows
+        self.last_speculative = stats
+        return stats
+
+    def _logprobs(self, run: GenerationStream, prompt: Any, tokens: list[int], start: int = 0,
+                  end: int | None = None) -> dict[str, Any] | None:
+        if run.logprobs is None:
+            return None
+        return completion_logprobs(self.llm, prompt, tokens, run.logprobs, start, end)
+
+    def _completion(self, run: GenerationStream, head: dict[str, Any], prefix: str, prompt: Any) -> dict[str, Any]:
         """Runs the generation to its end and returns the response."""
         gen = run.run_to_end()
-        self.last_speculative = {"used": True, **gen.stats.to_dict()}
+        stats = self._stats(run, gen)
         return {
             **head,
-            "choices": [{"text": prefix + gen.text, "index": 0, "logprobs": None,
+            "choices": [{"text": prefix + gen.text, "index": 0, "logprobs": self._logprobs(run, prompt, gen.tokens),
                          "finish_reason": gen.finish_reason}],
             "usage": _usage(len(run.prompt_tokens), gen),
-            "speculative": self.last_speculative,
+            "speculative": stats,
         }
 
-    def _stream_chunks(self, run: GenerationStream, head: dict[str, Any], prefix: str) -> Iterator[dict[str, Any]]:
+    def _stream_chunks(self, run: GenerationStream, head: dict[str, Any], prefix: str,
+                       prompt: Any) -> Iterator[dict[str, Any]]:
         """One chunk per verify pass: the text that can no longer change (no split
         UTF-8 character, nothing that may still turn out to start a stop string).
         The last chunk, with no text as plain's, carries the finish reason, the
-        usage and the stats."""
-        def chunk(text: str, finish: str | None) -> dict[str, Any]:
-            return {**head, "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
+        usage and the stats. With ``logprobs``, each chunk with text carries those
+        of the tokens emitted since the previous one."""
+        reported = 0
+
+        def chunk(text: str, finish: str | None, tokens: list[int] | None = None) -> dict[str, Any]:
+            nonlocal reported
+            logprobs = None
+            if tokens is not None and run.logprobs is not None:
+                logprobs = self._logprobs(run, prompt, tokens, reported, len(tokens))
+                reported = len(tokens)
+            return {**head, "choices": [{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}]}
 
         sent = 0
         if prefix:
@@ -211,20 +307,20 @@ class SpeculativeLlama:
             assert text is not None   # set by the run's first pass
             end = text.stable_end
             if end > sent:
-                yield chunk(text.slice(sent, end).decode("utf-8", errors="ignore"), None)
+                yield chunk(text.slice(sent, end).decode("utf-8", errors="ignore"), None, run.emitted)
                 sent = end
         gen, text = run.result, run.text
         assert gen is not None and text is not None   # set when the run ended
-        self.last_speculative = {"used": True, **gen.stats.to_dict()}
+        stats = self._stats(run, gen)
         rest = text.slice(sent).decode("utf-8", errors="ignore")
-        if rest:
+        if rest or (run.logprobs is not None and reported < len(gen.tokens)):
             # Its own chunk, as plain's stream ends with an empty finishing chunk: the
             # chat handler turns a chunk with a finish_reason into an empty delta, so
             # text held back for a possible stop string was lost from chat streams.
-            yield chunk(rest, None)
+            yield chunk(rest, None, gen.tokens)
         last = chunk("", gen.finish_reason)
         last["usage"] = _usage(len(run.prompt_tokens), gen)
-        last["speculative"] = self.last_speculative
+        last["speculative"] = stats
         yield last
 
     # ------------------------------------------------------------------
@@ -272,10 +368,10 @@ class SpeculativeLlama:
             stop = []
         check_exact(exact)  # a bad value fails here, before any formatting
         prediction_text(prediction)
-        # The chat handler passes logprobs on only with top_logprobs, so logprobs=True
-        # alone would reach create_completion as None and be dropped without a word.
-        if logprobs or top_logprobs is not None:
-            refuse("logprobs / top_logprobs in chat completions")
+        if logprobs and top_logprobs is None:
+            # OpenAI's logprobs=True alone asks for the chosen tokens' logprobs; plain's
+            # handler passes logprobs on only with top_logprobs, and returned none.
+            top_logprobs = 0
         llm = self.llm
         handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
                    or llama_chat_format.get_chat_completion_handler(llm.chat_format))
@@ -309,7 +405,10 @@ class SpeculativeLlama:
         they end after an end-of-generation token (yielded last) or at the end of
         the context. ``exact``: this call's verify mode (None: the wrapper's)."""
         check_exact(exact)
-        if not is_greedy(temp, top_k):
+        plain_args = {"repeat_penalty": repeat_penalty, "frequency_penalty": frequency_penalty,
+                      "presence_penalty": presence_penalty, "mirostat_mode": mirostat_mode,
+                      "logits_processor": logits_processor, "grammar": grammar, "reset=False": reset}
+        if not is_greedy(temp, top_k, mirostat_mode) or in_use(GENERATE_PLAIN, plain_args):
             plain: Iterator[int] = self.llm.generate(
                 tokens, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p, temp=temp,
                 repeat_penalty=repeat_penalty, reset=reset, frequency_penalty=frequency_penalty,
@@ -317,12 +416,6 @@ class SpeculativeLlama:
                 mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, penalize_nl=penalize_nl,
                 logits_processor=logits_processor, stopping_criteria=stopping_criteria, grammar=grammar)
             return plain
-        bad = refused(GENERATE_REFUSES, {
-            "repeat_penalty": repeat_penalty, "frequency_penalty": frequency_penalty,
-            "presence_penalty": presence_penalty, "mirostat_mode": mirostat_mode,
-            "logits_processor": logits_processor, "grammar": grammar, "reset=False": reset})
-        if bad:
-            raise NotImplementedError(f"ngramspec's greedy generate does not support {', '.join(bad)}")
         return self._generate_greedy(list(tokens), stopping_criteria, exact)
 
     def _generate_greedy(self, tokens: list[int], stopping_criteria: Any, exact: bool | None) -> Iterator[int]:

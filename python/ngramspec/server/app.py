@@ -59,18 +59,19 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ngramspec.errors import UserError
+from ngramspec.server.choices import choice_kwargs, merged_response, n_choices
 from ngramspec.server.errors import (
     ClientError,
     SpeculativeRoute,
-    as_client_error,
     error_json,
     http_error,
     validation_error,
 )
 from ngramspec.server.memory_saver import save_at_shutdown
+from ngramspec.server.messages import llama_response_format
 from ngramspec.server.model import SpeculativeProxy, build_wrapper, short_model_id
 from ngramspec.server.openapi import publish_error_responses
-from ngramspec.server.response_fields import finish_response
+from ngramspec.server.response_fields import decoding_headers, finish_response, plain_reason_of
 from ngramspec.server.settings import ServeOptions
 from ngramspec.server.state import ServerState
 from ngramspec.server.streaming import StreamAnswer
@@ -81,9 +82,6 @@ __all__ = ["create_app"]
 
 def _kwargs(body: Any, chat: bool, state: ServerState) -> dict[str, Any]:
     """The request as keyword arguments of the wrapper's create_(chat_)completion."""
-    if body.n not in (None, 1) or getattr(body, "best_of", None) not in (None, 1):
-        raise ClientError(400, "n and best_of must be 1: this server returns one choice per request",
-                          param="n", code="unsupported_parameter")
     if not chat and isinstance(body.prompt, list):
         if len(body.prompt) > 1:
             raise ClientError(400, "a batch of prompts is not supported: send one prompt per request",
@@ -94,8 +92,11 @@ def _kwargs(body: Any, chat: bool, state: ServerState) -> dict[str, Any]:
         if kwargs.get(name) is None:
             kwargs[name] = 0.0
     kwargs["model"] = body.model if body.model is not None else state.proxy.alias
-    if chat and kwargs.get("max_tokens") is None:
-        kwargs["max_tokens"] = body.max_completion_tokens
+    if chat:
+        kwargs["messages"] = state.chat.prepare(body.messages)
+        kwargs["response_format"] = llama_response_format(body.response_format)
+        if kwargs.get("max_tokens") is None:
+            kwargs["max_tokens"] = body.max_completion_tokens
     if body.prediction is not None:
         kwargs["prediction"] = body.prediction.model_dump()  # OpenAI's shape, checked by the request type
     return kwargs
@@ -104,10 +105,11 @@ def _kwargs(body: Any, chat: bool, state: ServerState) -> dict[str, Any]:
 async def _answer(request: Any, body: Any, chat: bool) -> Any:
     state: ServerState = request.app.state.ngramspec
     state.check_model(body.model)
+    n = n_choices(body)
     kwargs = _kwargs(body, chat, state)
     state.enter()
     if body.stream:
-        return StreamAnswer(state, body, kwargs, chat)  # leaves the queue when it ends
+        return StreamAnswer(state, body, kwargs, chat, n)  # leaves the queue when it ends
     try:
         async with contextlib.asynccontextmanager(llama_app.get_llama_proxy)() as proxy:
             try:
@@ -116,10 +118,12 @@ async def _answer(request: Any, body: Any, chat: bool) -> Any:
                 if await request.is_disconnected():
                     raise HTTPException(status_code=status.HTTP_400_BAD_REQUEST, detail="Client closed request")
                 call = llama.create_chat_completion if chat else llama.create_completion
-                out: dict[str, Any] = await run_in_threadpool(call, **kwargs)  # not streamed: one dict
+                outs = [await run_in_threadpool(call, **choice_kwargs(kwargs, i)) for i in range(n)]
+                out: dict[str, Any] = merged_response(outs)  # not streamed: dicts
             except Exception as exc:
-                raise as_client_error(exc, body) from exc
-        return JSONResponse(finish_response(out, out.get("speculative")))
+                raise state.refusal(exc, body, kwargs) from exc
+        out = finish_response(out, out.get("speculative"))
+        return JSONResponse(out, headers=decoding_headers(plain_reason_of(out["speculative"])))
     finally:
         state.leave()
 
@@ -248,5 +252,5 @@ def create_app(server_settings: Any, model_settings: Any, options: ServeOptions 
 
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
-    publish_error_responses(app)
+    publish_error_responses(app, secured=server_settings.api_key is not None)
     return app

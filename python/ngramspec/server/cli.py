@@ -17,6 +17,7 @@ from ngramspec.errors import UserError
 from ngramspec.server.app import create_app
 from ngramspec.server.model import short_model_id
 from ngramspec.server.settings import DEFAULT_MAX_QUEUE, ServeOptions
+from ngramspec.server.shutdown import CancelledLifespanIsShutdown
 
 __all__ = ["build_parser", "main", "settings_from_args"]
 
@@ -134,8 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UserError, ValueError, ModelFetchError, FileNotFoundError) as e:
         print(f"ngramspec: error: {e}", file=sys.stderr)
         return 2
-    uvicorn.run(app, host=os.getenv("HOST", server_settings.host), port=int(os.getenv("PORT", server_settings.port)),
-                ssl_keyfile=server_settings.ssl_keyfile, ssl_certfile=server_settings.ssl_certfile)
+    uvicorn.run(CancelledLifespanIsShutdown(app), host=os.getenv("HOST", server_settings.host),
+                port=int(os.getenv("PORT", server_settings.port)), ssl_keyfile=server_settings.ssl_keyfile,
+                ssl_certfile=server_settings.ssl_certfile)
     return 0
 
 

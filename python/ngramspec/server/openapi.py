@@ -51,15 +51,20 @@ _ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/
 QUEUED = {"/v1/completions", "/v1/chat/completions"}
 
 
-def publish_error_responses(app: Any) -> None:
+def publish_error_responses(app: Any, secured: bool = True) -> None:
     """Make ``app.openapi()`` document the error responses (4XX and 500 on every
     route, 503 on the queued ones, no 422) and a stream's events: FastAPI's own
-    schema, amended once, when it is first built."""
+    schema, amended once, when it is first built. ``secured``: whether the server
+    checks an API key; without one the schema declares no bearer authentication
+    (llama-cpp-python's routes declare it whether or not a key is set)."""
     build = app.openapi   # FastAPI's: builds the schema once and keeps it in app.openapi_schema
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            _amend(build())
+            built = build()
+            _amend(built)
+            if not secured:
+                _drop_security(built)
         schema: dict[str, Any] = app.openapi_schema
         return schema
 
@@ -85,3 +90,11 @@ def _amend(schema: dict[str, Any]) -> None:
                                     "content": _ERROR_CONTENT}
     for unused in ("HTTPValidationError", "ValidationError"):
         schema["components"]["schemas"].pop(unused, None)
+
+
+def _drop_security(schema: dict[str, Any]) -> None:
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            operation.pop("security", None)
+    components = schema.get("components", {})
+    components.pop("securitySchemes", None)

@@ -5,7 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["finish_response", "timings"]
+__all__ = ["DECODING_HEADER", "decoding_headers", "finish_response", "plain_reason_of", "timings"]
+
+#: The response header that says how a request was decoded: "speculative", or
+#: "plain; reason=..." when the wrapper sent it down the Llama's own path.
+DECODING_HEADER = "X-Ngramspec-Decoding"
+
+
+def decoding_headers(plain_reason: str | None) -> dict[str, str]:
+    """The ``X-Ngramspec-Decoding`` header for a request decoded speculatively
+    (``plain_reason`` None) or plainly."""
+    value = "speculative" if plain_reason is None else f"plain; reason={plain_reason}"
+    return {DECODING_HEADER: value}
+
+
+def plain_reason_of(stats: dict[str, Any] | None) -> str | None:
+    """Why a response was decoded plainly, from its ``speculative`` stats (None: it was not)."""
+    if stats and stats.get("used") is False:
+        return str(stats.get("reason") or "plain")
+    return None
 
 
 def _prediction_details(out: dict[str, Any]) -> dict[str, int]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ngramspec.server.errors import ClientError
+from ngramspec.server.errors import ClientError, as_client_error, raised_by_a_template, template_refusal
+from ngramspec.server.messages import ChatTemplate
 from ngramspec.server.model import SpeculativeProxy
 from ngramspec.server.settings import ServeOptions
 
@@ -21,6 +22,15 @@ class ServerState:
         self.pending = 0
         self.served = 0
         self.cancelled = 0  # streams that ended before their end: the client went away (or was interrupted)
+        self.chat = ChatTemplate(proxy.wrapper.llm)
+
+    def refusal(self, exc: BaseException, body: Any, kwargs: dict[str, Any]) -> BaseException:
+        """What a request's call raised, as a 4xx when the request caused it
+        (``errors.as_client_error``); messages the chat template cannot render name
+        the first message it fails on."""
+        if raised_by_a_template(exc) and kwargs.get("messages"):
+            return template_refusal(exc, self.chat.failing_message(kwargs["messages"]))
+        return as_client_error(exc, body)
 
     def check_model(self, model: str | None) -> None:
         """Serving one model, any name is that model, as llama.cpp's server and

@@ -15,8 +15,9 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request as StarletteRequest
 
-from ngramspec.server.errors import ClientError, as_client_error, error_json, internal_error
-from ngramspec.server.response_fields import finish_response
+from ngramspec.server.choices import numbered_chunks
+from ngramspec.server.errors import ClientError, error_json, internal_error
+from ngramspec.server.response_fields import decoding_headers, finish_response
 from ngramspec.server.state import ServerState
 
 __all__ = ["StreamAnswer"]
@@ -24,10 +25,10 @@ __all__ = ["StreamAnswer"]
 _END = object()
 
 
-def _start(call: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """Start a streamed generation and take its first chunk (so that a request
-    that fails, fails before the response starts)."""
-    iterator = iter(call(**kwargs))
+def _start(call: Any, kwargs: dict[str, Any], n: int) -> tuple[Any, Any]:
+    """Start a streamed generation (n choices, one after another) and take its first
+    chunk (so that a request that fails, fails before the response starts)."""
+    iterator = numbered_chunks(call, kwargs, n, iter(call(**kwargs)))
     return iterator, next(iterator, _END)
 
 
@@ -37,9 +38,9 @@ def _close(iterator: Any) -> None:
         close()
 
 
-def _client_error(exc: Exception, body: Any) -> ClientError:
+def _client_error(exc: Exception, state: ServerState, body: Any, kwargs: dict[str, Any]) -> ClientError:
     """The request's fault as a 4xx, or ours as a logged 500."""
-    err = as_client_error(exc, body)
+    err = state.refusal(exc, body, kwargs)
     if not isinstance(err, ClientError):
         err = internal_error(exc)
     return err
@@ -52,10 +53,10 @@ class StreamAnswer(Response):
     sse-starlette; the generator is closed before the lock is released, also when
     the client has gone away."""
 
-    def __init__(self, state: ServerState, body: Any, kwargs: dict[str, Any], chat: bool) -> None:
+    def __init__(self, state: ServerState, body: Any, kwargs: dict[str, Any], chat: bool, n: int = 1) -> None:
         super().__init__()
         # request_body, not body: Response.body is the (empty) response body
-        self.state, self.request_body, self.kwargs, self.chat = state, body, kwargs, chat
+        self.state, self.request_body, self.kwargs, self.chat, self.n = state, body, kwargs, chat, n
         self.finished = False  # the generation ran to its end
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -67,16 +68,18 @@ class StreamAnswer(Response):
                     if await StarletteRequest(scope, receive).is_disconnected():
                         return
                     call = llama.create_chat_completion if self.chat else llama.create_completion
-                    iterator, first = await run_in_threadpool(_start, call, self.kwargs)
+                    iterator, first = await run_in_threadpool(_start, call, self.kwargs, self.n)
                 except Exception as exc:
-                    await error_json(_client_error(exc, self.request_body))(scope, receive, send)
+                    err = _client_error(exc, self.state, self.request_body, self.kwargs)
+                    await error_json(err)(scope, receive, send)
                     return
                 try:
                     events = self._events(llama, iterator, first)
                     # llama-cpp-python's factory is typed as returning bytes; it passes it to
                     # sse-starlette (which wants a ServerSentEvent) the same way.
                     ping = llama_app._ping_message_factory
-                    await EventSourceResponse(events, sep="\n",
+                    headers = decoding_headers(getattr(llama, "last_plain_reason", None))
+                    await EventSourceResponse(events, sep="\n", headers=headers,
                                               ping_message_factory=ping)(  # type: ignore[arg-type]
                         scope, receive, send)
                 finally:
@@ -91,11 +94,13 @@ class StreamAnswer(Response):
         body = self.request_body
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         last: dict[str, Any] | None = None
+        completion_tokens = 0   # over every choice
         while chunk is not _END:
             choices = chunk.get("choices") or []
             if choices and choices[0].get("finish_reason") is not None:
                 stats = chunk.get("speculative") or getattr(llama, "last_speculative", None)
                 last = finish_response(chunk, stats)
+                completion_tokens += int(last["usage"].get("completion_tokens") or 0)
             yield {"data": json.dumps(chunk)}
             if self.state.interrupt and llama_app.llama_outer_lock.locked():
                 yield {"data": "[DONE]"}
@@ -103,12 +108,14 @@ class StreamAnswer(Response):
             try:
                 chunk = await run_in_threadpool(next, iterator, _END)
             except Exception as exc:  # mid-stream: the status is sent already; an error event, then the end
-                err = _client_error(exc, self.request_body)
+                err = _client_error(exc, self.state, self.request_body, self.kwargs)
                 self.finished = True
                 yield {"data": json.dumps({"error": err.error})}
                 return
         if include_usage and last is not None:
+            usage = {**last["usage"], "completion_tokens": completion_tokens,
+                     "total_tokens": int(last["usage"].get("prompt_tokens") or 0) + completion_tokens}
             yield {"data": json.dumps({k: last[k] for k in ("id", "object", "created", "model") if k in last}
-                                      | {"choices": [], "usage": last["usage"], "timings": last["timings"]})}
+                                      | {"choices": [], "usage": usage, "timings": last["timings"]})}
         self.finished = True
         yield {"data": "[DONE]"}

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import List, Literal, Optional, Union
 
-import llama_cpp
 from llama_cpp.server.types import CreateChatCompletionRequest, CreateCompletionRequest
 from pydantic import BaseModel, ConfigDict, Field
+
+from ngramspec.server.messages import ChatMessage, ResponseFormat
 
 __all__ = ["NOT_KWARGS", "ChatCompletionRequest", "CompletionRequest", "Prediction", "PredictionText",
            "StreamOptions"]
@@ -47,8 +48,13 @@ class CompletionRequest(CreateCompletionRequest):
 
 
 class ChatCompletionRequest(CreateChatCompletionRequest):
-    messages: List[llama_cpp.ChatCompletionRequestMessage] = Field(
+    # OpenAI's message shapes (content parts, null content with tool_calls, tool messages),
+    # which llama-cpp-python's types refuse: server/messages.py makes them renderable.
+    messages: List[ChatMessage] = Field(  # type: ignore[assignment]
         min_length=1, description="A list of messages to generate completions for.")
+    response_format: Optional[ResponseFormat] = Field(  # type: ignore[assignment]
+        default=None, description="OpenAI's text, json_object or json_schema format (llama-cpp-python's json_object "
+                                  "with a schema too).")
     max_tokens: Optional[int] = Field(default=None, ge=1, description="OpenAI's older name of max_completion_tokens.")
     max_completion_tokens: Optional[int] = Field(default=None, ge=1)
     repeat_penalty: float = Field(default=1.0, ge=0.0, description=_PENALTY)

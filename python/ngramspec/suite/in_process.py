@@ -36,7 +36,8 @@ class InProcessMethods:
                     self.draft_llm.reset()   # no draft prompt cached from another method's run
                     before = _draft_counters(drafter, engine)
                     t0 = time.perf_counter()
-                gen = engine.generate(item.prompt, max_tokens=item.max_tokens, stop=stop, stopping_criteria=clock)
+                gen = engine.generate(item.prompt, max_tokens=item.max_tokens, stop=stop, stopping_criteria=clock,
+                                      grammar=_grammar(item))
                 t1 = time.perf_counter()
                 stats = gen.stats.to_dict()
                 if drafter is not None:
@@ -47,7 +48,7 @@ class InProcessMethods:
             assert llm is not None, f"{method} has no Llama"
             llm.reset()
             out = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=stop,
-                                        stopping_criteria=clock)
+                                        stopping_criteria=clock, grammar=_grammar(item))
             t1 = time.perf_counter()
             return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
                        out["usage"]["completion_tokens"], out["choices"][0]["text"])
@@ -67,6 +68,15 @@ class InProcessMethods:
         t1 = time.perf_counter()
         return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
                    len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=gen.stats.to_dict())
+
+
+def _grammar(item: Item) -> Any:
+    """The item's grammar as llama-cpp-python takes it (a fresh one per run), or None."""
+    if item.grammar is None:
+        return None
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    return LlamaGrammar.from_string(item.grammar, verbose=False)
 
 
 _DRAFT_COUNTERS = ("calls", "probes", "refusals")

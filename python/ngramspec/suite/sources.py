@@ -41,6 +41,8 @@ class Item:
     # and an unrelated text given as a wrong prediction.
     prediction: str | None = None
     wrong_prediction: str | None = None
+    # schema_extraction only: the GBNF grammar every method decodes under.
+    grammar: str | None = None
 
 
 @dataclass
@@ -249,7 +251,7 @@ def multi_turn_chat(chat: Callable[[list[dict[str, str]]], str], n: int, max_tok
 DEFAULT_WORKLOADS = ("code_completion", "code_editing", "structured_extraction", "grounded_qa", "open_prose",
                      "multi_turn_chat")
 # Built only when named (``build(..., names=...)``; ``python -m ngramspec.suite.predicted_edit``).
-OPTIONAL_WORKLOADS = ("predicted_edit",)
+OPTIONAL_WORKLOADS = ("predicted_edit", "schema_extraction")
 
 
 def build(llm: Any, quick: bool, names: Sequence[str] | None = None) -> list[Workload]:
@@ -257,6 +259,7 @@ def build(llm: Any, quick: bool, names: Sequence[str] | None = None) -> list[Wor
     ``long_sources`` too), formatted for ``llm``, in the order given: one short
     item each when ``quick`` (the long-output workloads keep their two long items)."""
     from ngramspec.suite.long_sources import LONG_WORKLOADS, build_long
+    from ngramspec.suite.schema_extraction import schema_extraction
 
     chat = chat_formatter(llm)
     names = tuple(DEFAULT_WORKLOADS if names is None else names)
@@ -271,7 +274,8 @@ def build(llm: Any, quick: bool, names: Sequence[str] | None = None) -> list[Wor
             "grounded_qa": lambda: grounded_qa(chat, 1, 48), "open_prose": lambda: open_prose(chat, 1, 48),
             "multi_turn_chat": lambda: multi_turn_chat(chat, 1, 64),
             # Two short functions; 384 tokens is most of each (a whole one is about 450).
-            "predicted_edit": lambda: predicted_edit(chat, 2, 384)}
+            "predicted_edit": lambda: predicted_edit(chat, 2, 384),
+            "schema_extraction": lambda: schema_extraction(chat, 1, 6, 128)}
     else:
         # Sized so that a round of every method on Qwen2.5-Coder-1.5B stays within
         # minutes on two cores: about 3,000 generated tokens per method.
@@ -280,7 +284,8 @@ def build(llm: Any, quick: bool, names: Sequence[str] | None = None) -> list[Wor
             "structured_extraction": lambda: structured_extraction(chat, 2, 16, 192),
             "grounded_qa": lambda: grounded_qa(chat, 2, 128), "open_prose": lambda: open_prose(chat, 2, 128),
             "multi_turn_chat": lambda: multi_turn_chat(chat, 2, 192),
-            "predicted_edit": lambda: predicted_edit(chat, 4, 768)}
+            "predicted_edit": lambda: predicted_edit(chat, 4, 768),
+            "schema_extraction": lambda: schema_extraction(chat, 2, 16, 320)}
     # The long-output workloads are the same in a quick run: their length is the point.
     long = {w.name: w for w in build_long(chat, tuple(n for n in names if n in LONG_WORKLOADS))}
     return [long[n] if n in long else makers[n]() for n in names]

@@ -1,0 +1,202 @@
+"""Each verified row as plain llama-cpp-python's sampler chain treats it: min_tokens,
+logit bias, penalties and a grammar.
+
+Plain's chain for a request is [logits processors (``min_tokens``'s end-of-text ban,
+then ``logit_bias``), penalties, grammar, then greedy or the sampling steps]; its
+penalties and grammar see only the tokens it sampled. ``RowRules`` applies the same
+rules to each row of a verify pass, in that order, with llama.cpp's own penalties
+and grammar samplers (``llama_samplers.py``), so that:
+
+- greedy: the target of each row is the token plain's chain picks from it, bit for
+  bit: the first index of the largest logit after the rules. A grammar masks tokens
+  (their logit becomes -inf) and changes no other logit, so when the row's largest
+  logit (after bias and penalties) belongs to a token the grammar allows, that
+  token is the constrained pick too: only that one token is checked, and the
+  grammar is applied to the whole row only when it refuses it.
+- sampled: the row is masked (grammar, ``min_tokens``) and handed to the engine's
+  exact speculative sampling, whose target distribution applies logit bias and
+  penalties (``sampling.target_distribution``); the output keeps the constrained
+  distribution.
+
+State: the samplers' state advances only through the tokens the pass emits (each
+target is chosen under the state after the ones before it), so a rejected draft
+never reaches it. The state at the pass's first position is kept until a later
+pass starts, because exact mode's audit may choose that pass's targets again.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ngramspec.arg_checks import checked_int
+from ngramspec.engine.acceptance import pick
+from ngramspec.engine.llama_samplers import SamplerState, TokenArray
+from ngramspec.sampling import SamplingParams, position_uniform, sample, target_distribution, verify_token
+
+__all__ = ["RowRules", "row_rules_for"]
+
+
+class RowRules:
+    """What plain's chain does to a row before it picks, for one generation.
+
+    grammar: a ``llama_cpp.LlamaGrammar`` or None.
+    logit_bias: ``{id: bias}`` applied here in greedy requests (a sampled request's
+        ``SamplingParams`` carries its own), or None.
+    penalties: (last_n, repeat, frequency, presence) applied here in greedy
+        requests, or None.
+    min_tokens, eos: the end-of-text token ``eos`` is banned from the first
+        ``min_tokens`` generated tokens (llama-cpp-python's ``MinTokensLogitsProcessor``).
+    """
+
+    def __init__(self, llm: Any, *, grammar: Any = None, logit_bias: Mapping[int, float] | None = None,
+                 penalties: tuple[int, float, float, float] | None = None, min_tokens: int = 0,
+                 eos: int = -1) -> None:
+        self.bias = {int(t): float(b) for t, b in (logit_bias or {}).items()}
+        self.min_tokens, self.eos = int(min_tokens), int(eos)
+        self.has_grammar = grammar is not None
+        self._start_state = SamplerState.start(llm, grammar, penalties)
+        self._penalized = self._start_state.penalties is not None
+        self._last_n = self._start_state.last_n
+        self._vocab = TokenArray(llm.n_vocab())
+        self._one = TokenArray(1)
+        self._history = TokenArray(max(1, self._last_n))
+        self._gen_start = 0
+        # The state before the token at each of (at most) two positions: the latest
+        # pass's first one (for the audit's second look) and the one after its targets.
+        self._states: dict[int, SamplerState] = {}
+        self.full_grammar_rows = 0   # rows the grammar had to be applied to whole
+        self.grammar_rows = 0
+
+    # -- the engine's two calls ------------------------------------------------
+    def first(self, row: np.ndarray, sampling: SamplingParams | None, position: int,
+              history: Sequence[int]) -> int:
+        """The first generated token (at absolute ``position``), from the prompt's row."""
+        self._gen_start = position
+        state = self._start_state.clone()
+        token = self._choose(row, state, sampling, position, list(history))
+        state.accept(token)
+        self._states = {position + 1: state}
+        return token
+
+    def targets(self, rows: np.ndarray, draft: np.ndarray, sampling: SamplingParams | None, start: int,
+                history: Sequence[int], probs: Any = None) -> list[int]:
+        """The pass's targets (``acceptance.py``'s contract), row ``i`` at absolute
+        position ``start + i``, each chosen under the rules after the targets before it."""
+        base = self._states.get(start)
+        if base is None:
+            raise RuntimeError(f"no sampler state for position {start}: the passes left the rules' order")
+        self._states = {start: base}
+        state = base.clone()
+        hist = list(history[-sampling.penalty_last_n:]) if sampling is not None and sampling.penalizes else []
+        if sampling is not None and probs is not None:
+            targets = self._with_q(rows, draft, sampling, start, hist, probs, state)
+        else:
+            targets = []
+            for i in range(len(draft) + 1):
+                token = self._choose(rows[i], state, sampling, start + i, hist)
+                state.accept(token)
+                targets.append(token)
+                if i == len(draft) or token != int(draft[i]):
+                    break
+                hist.append(token)
+        self._states[start + len(targets)] = state
+        return targets
+
+    # -- one row ----------------------------------------------------------------
+    def _choose(self, row: np.ndarray, state: SamplerState, sampling: SamplingParams | None, position: int,
+                hist: list[int]) -> int:
+        if sampling is None:
+            return self._greedy(row, state, position)
+        return pick(self._masked(row, state, position), sampling, position, hist)
+
+    def _banned_eos(self, position: int) -> bool:
+        return self.min_tokens > 0 and position - self._gen_start < self.min_tokens and self.eos >= 0
+
+    def _greedy(self, row: np.ndarray, state: SamplerState, position: int) -> int:
+        x = row
+        if self.bias or self._banned_eos(position) or self._penalized:
+            x = np.array(row, dtype=np.float32)
+            if self._banned_eos(position):
+                x[self.eos] = -np.inf
+            for tok, bias in self.bias.items():   # as plain's logit_bias processor: score + scores[id]
+                x[tok] = bias + x[tok]
+            if self._penalized:
+                self._penalize(x, state)
+        best = int(np.argmax(x))
+        if state.grammar is None:
+            return best
+        self.grammar_rows += 1
+        if np.isfinite(x[best]) and np.isfinite(self._one.apply(state.grammar, x[best:best + 1],
+                                                               np.array([best], dtype=np.int32))[0]):
+            return best
+        self.full_grammar_rows += 1
+        masked = self._vocab.apply(state.grammar, x)
+        best = int(np.argmax(masked))
+        if not np.isfinite(masked[best]):
+            raise RuntimeError("the grammar allows no token here (every candidate was refused)")
+        return best
+
+    def _penalize(self, x: np.ndarray, state: SamplerState) -> None:
+        """llama.cpp's penalties sampler on the tokens it has seen (it changes no other logit)."""
+        seen = state.seen
+        if len(seen):
+            x[seen] = self._history.apply(state.penalties, x[seen], seen)
+
+    def _masked(self, row: np.ndarray, state: SamplerState, position: int) -> np.ndarray:
+        """A sampled row with what the grammar refuses, and a banned end-of-text, at -inf."""
+        if state.grammar is None and not self._banned_eos(position):
+            return row
+        x = np.array(row, dtype=np.float32)
+        if self._banned_eos(position):
+            x[self.eos] = -np.inf
+        if state.grammar is not None:
+            self.grammar_rows += 1
+            self.full_grammar_rows += 1
+            x = self._vocab.apply(state.grammar, x)
+            if not np.isfinite(x).any():
+                raise RuntimeError("the grammar allows no token here (every candidate was refused)")
+        return x
+
+    def _with_q(self, rows: np.ndarray, draft: np.ndarray, sampling: SamplingParams, start: int, hist: list[int],
+                probs: Any, state: SamplerState) -> list[int]:
+        """A draft sampled from a real distribution q (a draft model): modified
+        rejection sampling one position at a time (``sampling.verify_token``), each
+        p under the rules after the tokens accepted before it."""
+        targets: list[int] = []
+        for i, d in enumerate(int(t) for t in draft):
+            dist = target_distribution(self._masked(rows[i], state, start + i), sampling, hist)
+            accepted, token = verify_token(dist, probs[i], d, sampling.seed, start + i)
+            state.accept(token)
+            targets.append(token)
+            if not accepted:
+                return targets
+            hist.append(token)
+        last = len(draft)
+        ids, p = target_distribution(self._masked(rows[last], state, start + last), sampling, hist)
+        token = sample(ids, p, position_uniform(sampling.seed, start + last))
+        state.accept(token)
+        targets.append(token)
+        return targets
+
+
+def row_rules_for(llm: Any, sampling: object, *, grammar: object = None, logit_bias: Any = None,
+                  penalties: Any = None, min_tokens: object = 0) -> RowRules | None:
+    """The rules of one generation, or None when there are none (the engine's plain
+    greedy and sampled paths then run as they are). ``logit_bias`` ({id: bias}) and
+    ``penalties`` ((last_n, repeat, frequency, presence)) are a greedy request's: a
+    sampled one carries its own in ``SamplingParams``."""
+    min_tokens = checked_int(min_tokens, "min_tokens", minimum=0)
+    if sampling is not None and (logit_bias or penalties is not None):
+        raise ValueError("a sampled request's logit_bias and penalties belong in its SamplingParams")
+    if penalties is not None:
+        if len(penalties) != 4:
+            raise ValueError("penalties must be (last_n, repeat, frequency, presence)")
+        penalties = (int(penalties[0]), float(penalties[1]), float(penalties[2]), float(penalties[3]))
+        if penalties[0] <= 0 or (penalties[1] == 1.0 and penalties[2] == 0.0 and penalties[3] == 0.0):
+            penalties = None   # llama.cpp's penalties sampler is off for these
+    if grammar is None and not logit_bias and penalties is None and not min_tokens:
+        return None
+    return RowRules(llm, grammar=grammar, logit_bias=logit_bias, penalties=penalties, min_tokens=min_tokens,
+                    eos=int(llm.token_eos()))

@@ -40,6 +40,13 @@ def run(args: argparse.Namespace) -> int:
         if missing:
             raise UserError(f"--serve needs llama-cpp-python's server extras ({', '.join(missing)} missing): "
                             "pip install 'ngramspec[server]'")
+    if args.rpc:
+        # Those run in other processes, and a worker serves one client at a time.
+        clash = [o for o, on in (("--llama-server", args.llama_server), ("--other-build", args.other_build),
+                                 ("--serve", args.serve)) if on]
+        if clash:
+            raise UserError(f"--rpc cannot be combined with {', '.join(clash)}: those load the model in another "
+                            "process, and an RPC worker serves one client at a time")
     methods = _methods(args)
     try:  # before the long run: a report that cannot be written would lose it
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -51,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=out_dir, threads=args.threads,
                        methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
                        server_modes=args.server_modes.split(",") if args.server_modes else (),
-                       serve=args.serve, other_python=args.other_build,
+                       serve=args.serve, other_python=args.other_build, rpc=args.rpc,
                        command="ngramspec bench " + " ".join(sys.argv[2:]))
     except MissingMaterial as e:
         raise UserError(str(e)) from None

@@ -33,6 +33,11 @@ def as_client_error(exc: BaseException, body: Any = None) -> BaseException:
     """What the wrapper raises for a bad request, as a 4xx; anything else unchanged."""
     if isinstance(exc, ClientError):
         return exc
+    from ngramspec.rpc.errors import RpcError, RpcWorkerLost
+
+    if isinstance(exc, RpcError):   # a worker is down or was lost: not the request's fault, and temporary
+        return ClientError(503, str(exc), type="server_error",
+                           code="rpc_worker_lost" if isinstance(exc, RpcWorkerLost) else "rpc_worker_unavailable")
     if isinstance(exc, NotImplementedError):
         sent = _fields_behind(str(exc), body)
         if sent:

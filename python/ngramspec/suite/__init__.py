@@ -13,11 +13,14 @@ from pathlib import Path
 def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: str,
               threads: int | None = None, methods: Sequence[str] | None = None, rss: bool = True,
               plot: bool = True, progress: bool = True, server: str | None = None,
-              server_modes: Sequence[str] = (), serve: bool = False, other_python: str | None = None) -> Path:
+              server_modes: Sequence[str] = (), serve: bool = False, other_python: str | None = None,
+              rpc: str | None = None) -> Path:
     """Runs the whole suite and writes its report; returns the Markdown file's path.
     serve: also run ``ngramspec serve`` over HTTP (method "ngramspec serve").
     other_python: also run plain, ngramspec and ngramspec fast on that Python's
-    llama-cpp-python build (runner.Suite)."""
+    llama-cpp-python build (runner.Suite).
+    rpc: RPC workers for the in-process methods' models (no peak-memory probes then:
+    they load the model in another process, and a worker serves one client at a time)."""
     from ngramspec.suite import report, runner, sources, summary
     from ngramspec.suite.methods import EXTRA_METHODS, METHODS
     from ngramspec.suite.provenance import git_commit
@@ -28,7 +31,8 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
     sources.check_installed(plots=plot)
     suite = runner.Suite(model, quick=quick, threads=threads, methods=tuple(methods or METHODS),
                          progress=progress, server=server, server_modes=tuple(server_modes),
-                         serve=serve, other_python=other_python)
+                         serve=serve, other_python=other_python, rpc=rpc)
+    rss = rss and not rpc
     peaks: dict[str, float] = {}
     try:
         runs = suite.run(rounds)

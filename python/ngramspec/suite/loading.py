@@ -16,8 +16,9 @@ def model_path(model: str) -> str:
     return resolve_model_path(model)
 
 
-def load(path: str, method: str, n_ctx: int, threads: int | None) -> Any:
-    """The ``Llama`` that ``method`` runs on (prompt lookup gets its draft model)."""
+def load(path: str, method: str, n_ctx: int, threads: int | None, rpc: str | None = None) -> Any:
+    """The ``Llama`` that ``method`` runs on (prompt lookup gets its draft model),
+    onto the RPC workers ``rpc`` if given."""
     from ngramspec.models import load_llama
 
     kwargs: dict[str, Any] = {"n_ctx": n_ctx, "seed": 0, "n_threads": threads}
@@ -25,7 +26,7 @@ def load(path: str, method: str, n_ctx: int, threads: int | None) -> Any:
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         kwargs["draft_model"] = LlamaPromptLookupDecoding(num_pred_tokens=LOOKUP_PRED_TOKENS)
-    return load_llama(path, **kwargs)
+    return load_llama(path, rpc=rpc, **kwargs)
 
 
 def make_engine(llm: Any, method: str, **extra: Any) -> Any:

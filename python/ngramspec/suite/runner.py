@@ -55,13 +55,14 @@ class Suite:
         or the exact build's): plain, ngramspec and ngramspec fast also run there,
         interleaved with the rest, named after that build ("stock plain",
         "exact-build ngramspec", ...; other_build.py).
+    rpc: RPC workers ("host:port,...") to load the in-process methods' models onto.
     """
 
     def __init__(self, model: str, *, quick: bool, n_ctx: int = 4096, threads: int | None = None,
                  methods: tuple[str, ...] = METHODS, progress: bool = True, server: str | None = None,
                  server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
                  trace: bool = False, cost: Any = None, serve: bool = False,
-                 other_python: str | None = None) -> None:
+                 other_python: str | None = None, rpc: str | None = None) -> None:
         from ngramspec.calibration.cost_timing import measure_verify_cost
         from ngramspec.calibration.invariance import check_batch_invariance
 
@@ -71,7 +72,8 @@ class Suite:
         self.model, self.quick, self.n_ctx = model, quick, n_ctx
         self.methods = ("plain",) + tuple(m for m in methods if m != "plain")
         self.path = model_path(model)
-        self.llm = load(self.path, "plain", n_ctx, threads)
+        self.rpc = rpc
+        self.llm = load(self.path, "plain", n_ctx, threads, rpc)
         self.threads = self.llm.context_params.n_threads
         # llama.cpp decodes batches (prefill, verification) on n_threads_batch: every
         # method, llama-server included, gets the same pair (models.load_llama).
@@ -91,7 +93,8 @@ class Suite:
         self.engines = {m: make_engine(self.llm, m, invariance=self.invariance,
                                        **({"draft_model": self.draft_llm} if m in DRAFT_METHODS else {}))
                         for m in ENGINE_OPTIONS if m not in DRAFT_METHODS or m in self.methods}
-        self.lookup = load(self.path, "prompt lookup", n_ctx, threads) if "prompt lookup" in self.methods else None
+        self.lookup = load(self.path, "prompt lookup", n_ctx, threads, rpc) if "prompt lookup" in self.methods \
+            else None
         self.progress = progress
         if trace:   # every ngramspec pass recorded in stats.trace (SpeculativeEngine(trace=True))
             for e in self.engines.values():

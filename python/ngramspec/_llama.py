@@ -123,15 +123,9 @@ def raise_decode_error(rc: int) -> None:
 def decode(llm: Any, batch: Batch) -> None:
     """llama_decode, with the one precondition llama.cpp enforces by aborting the
     process (GGML_ASSERT: at most n_batch tokens) raised as a Python error instead."""
-    llama_cpp = llama_cpp_module()
     if batch.batch.n_tokens > llm.n_batch:
         raise ValueError(f"a batch of {batch.batch.n_tokens} tokens exceeds the context's n_batch ({llm.n_batch})")
-    check = decode_check(llm)
-    if check is not None:
-        check()
-    rc = llama_cpp.llama_decode(context_of(llm), batch.batch)
-    if check is not None:
-        check()
+    rc = checked_decode(llm)(context_of(llm), batch.batch)
     if rc != 0:
         raise_decode_error(rc)
 
@@ -280,11 +274,12 @@ def checked_decode(llm: Any) -> Any:
     check = decode_check(llm)
     if check is None:
         return llama_cpp.llama_decode
-    raw = llama_cpp.llama_decode
+    raw, synchronize = llama_cpp.llama_decode, llama_cpp.llama_synchronize
 
     def decode(ctx: Any, batch: Any) -> int:
         check()
         rc = int(raw(ctx, batch))
+        synchronize(ctx)   # llama_decode returns before the logits have come back from the workers
         check()
         return rc
 
@@ -300,13 +295,16 @@ def after_each_decode(llm: Any, check: Any) -> None:
     """Runs ``check()`` before and after every decode of ``llm``: its own
     (``Llama.eval``, so plain ``create_completion`` too) and ngramspec's
     (``decode``, ``Decoder``). ``check`` raises to stop the caller from using what a
-    decode returned."""
+    decode returned: it runs once the decode's outputs are in (``llama_decode``
+    returns before they are, and ``llama_get_logits`` waits for them)."""
+    llama_cpp = llama_cpp_module()
     ctx = llm._ctx
     own = ctx.decode
 
     def decode(batch: Any) -> None:
         check()
         own(batch)
+        llama_cpp.llama_synchronize(ctx.ctx)
         check()
 
     ctx.decode = decode
@@ -323,7 +321,7 @@ def model_devices(devices: Sequence[int]) -> Iterator[Any]:
     ``llama_model_params.devices``, which ``Llama()`` does not expose. It is set in
     the parameters ``Llama.__init__`` takes from ``llama_model_default_params``.
     Yields the NULL-terminated array (keep it as long as the Llama)."""
-    module = importlib.import_module("llama_cpp.llama_cpp")
+    module: Any = importlib.import_module("llama_cpp.llama_cpp")
     array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
     original = module.llama_model_default_params
 
@@ -350,7 +348,7 @@ def llama_log_lines() -> Iterator[list[str]]:
     lines: list[str] = []
     forward = _logger.llama_log_callback
 
-    @llama_cpp.llama_log_callback  # type: ignore[misc]
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
     def collect(level: int, text: bytes, user_data: Any) -> None:
         lines.append(text.decode("utf-8", errors="replace"))
         forward(level, text, user_data)

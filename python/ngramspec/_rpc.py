@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["supports_rpc", "add_server", "device_name", "device_description", "local_offload_devices",
+__all__ = ["supports_rpc", "add_server", "device_description", "local_offload_devices",
            "registered_rpc_devices", "start_server"]
 
 # enum ggml_backend_dev_type
@@ -92,10 +92,6 @@ def add_server(endpoint: str) -> list[int]:
         return []
     lib.ggml_backend_register(reg)
     return [int(lib.ggml_backend_reg_dev_get(reg, i)) for i in range(lib.ggml_backend_reg_dev_count(reg))]
-
-
-def device_name(device: int) -> str:
-    return str(_ggml().ggml_backend_dev_name(device).decode(errors="replace"))
 
 
 def device_description(device: int) -> str:

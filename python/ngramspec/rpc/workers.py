@@ -22,7 +22,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ngramspec import _rpc
 from ngramspec.rpc import protocol
@@ -51,7 +51,6 @@ class RpcWorkers:
     endpoints: list[Endpoint]
     guards: list[WorkerGuard]
     devices: list[int]
-    names: dict[str, Endpoint] = field(default_factory=dict)  # ggml device name ("RPC0") -> worker
 
     def check(self) -> None:
         """Raises ``RpcWorkerLost`` if a worker's connection was lost."""
@@ -112,7 +111,7 @@ def connect(addresses: str | Iterable[str], *, timeout: float = HANDSHAKE_SECOND
             # connected to it, it answers no handshake (and needs none).
             if guard is None or not guard.connected:
                 protocol.handshake(e.host, e.port, timeout)
-        guards, devices, names = [], [], {}
+        guards, devices = [], []
         for e in endpoints:
             guard = _guards.get(e)
             if guard is None:
@@ -127,5 +126,4 @@ def connect(addresses: str | Iterable[str], *, timeout: float = HANDSHAKE_SECOND
                 raise RpcWorkerError(f"RPC worker {e} offers no device")
             guards.append(guard)
             devices += _devices[e]
-            names.update({_rpc.device_name(d): e for d in _devices[e]})
-    return RpcWorkers(endpoints, guards, devices, names)
+    return RpcWorkers(endpoints, guards, devices)

@@ -13,9 +13,10 @@ For each added round-trip time, and for the model loaded locally as a reference:
   directly, as llama.cpp's --rpc does), for the guard's own cost.
 
 Every round loads the model afresh for each configuration, one configuration at a
-time (a worker serves one client at a time). Exact mode's verify plan comes from the
-invariance check over the workers, as in any run (cached per worker addresses,
-which stay the same across rounds).
+time (a worker serves one client at a time). Exact mode's batch sizes come from the
+invariance check, run once over the workers (at +0 ms: a relay's delay does not change
+the workers' kernels) and once locally, each time on the model as loaded there; its
+cost curve is each configuration's own measured r(B).
 
 Run (from the repository root):
   PYTHONPATH=.:python .venv/bin/python bench/rpc_speed.py --model smollm2-135m [--rounds 3] [--rtt 0,1,5]
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
@@ -36,7 +38,9 @@ from typing import Any
 from tests.support.delay_relay import DelayRelay
 from tests.support.rpc_workers import Worker
 
-from ngramspec.calibration.cost_timing import measure_verify_cost
+from ngramspec.calibration.cost_curve import CostCurveResult
+from ngramspec.calibration.cost_timing import llm_threads, measure_verify_cost
+from ngramspec.calibration.invariance_cache import load_or_check
 from ngramspec.suite import sources
 from ngramspec.suite.loading import make_engine, model_path
 from ngramspec.suite.provenance import cpu_name, git_commit
@@ -83,16 +87,26 @@ def load(path: str, rpc: list[str] | None, threads: int, guard: bool = True) -> 
                                n_gpu_layers=-1, verbose=False)
 
 
-def measure(llm: Any, workloads: list[sources.Workload], with_engines: bool) -> dict[str, Any]:
+def measure(llm: Any, workloads: list[sources.Workload], kernels: str, with_engines: bool) -> dict[str, Any]:
+    """r(B), then every mode on every workload. Exact mode's batch sizes come from the
+    invariance check on this ``kernels`` set-up ("local" or "rpc"), run (or read from
+    the on-disk cache) once per process; its cost curve is this configuration's own."""
     curve = measure_verify_cost(llm, MAX_B, reps=3)
     out: dict[str, Any] = {"t1_ms": curve.single_seconds * 1e3, "r": [round(x, 3) for x in curve.relative]}
     engines = {}
     if with_engines:
-        t0 = time.perf_counter()
-        engines = {m: make_engine(llm, ENGINE_METHOD[m]) for m in ("exact", "fast")}
+        if kernels not in _verdicts:
+            t0 = time.perf_counter()
+            _verdicts[kernels] = load_or_check(llm, MAX_B)
+            out["check_s"] = time.perf_counter() - t0
+            print(f"  invariance check ({kernels}): {out['check_s']:.0f} s", flush=True)
+        priced = dataclasses.replace(_verdicts[kernels], cost_curve=CostCurveResult(
+            dict(enumerate(curve.relative, 1)), "measured", True, measured_at=time.time(), repeats=3,
+            threads=llm_threads(llm), context_tokens=128))
+        engines = {"exact": make_engine(llm, "ngramspec", invariance=priced),
+                   "fast": make_engine(llm, "ngramspec fast")}
         for e in engines.values():
             e.prepare()
-        out["plan_s"] = time.perf_counter() - t0
         allowed = engines["exact"].plan(True).allowed
         out["exact_sizes"] = [b for b in range(2, len(allowed)) if allowed[b]]
     runs: dict[str, dict[str, Any]] = {}
@@ -103,6 +117,9 @@ def measure(llm: Any, workloads: list[sources.Workload], with_engines: bool) -> 
             runs[f"{w.name}/{mode}"] = {"tok_s": tps, "text": text, "per_pass": per_pass}
     out["runs"] = runs
     return out
+
+
+_verdicts: dict[str, Any] = {}   # kernels ("local", "rpc") -> the invariance report
 
 
 def main() -> None:
@@ -140,7 +157,7 @@ def main() -> None:
                     p = where(llm)
                     placement[name] = p.describe() if p else "unknown"
                 workloads = sources.build(llm, True, None)
-                m = measure(llm, workloads, with_engines=guard)
+                m = measure(llm, workloads, "local" if rpc is None else "rpc", with_engines=guard)
                 m["load_s"] = load_s
                 results[name].append(m)
                 llm.close()

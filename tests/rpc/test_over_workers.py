@@ -84,7 +84,7 @@ def test_a_worker_killed_mid_generation(smollm2_path):
         before, errors = _stream(srv, prompt, 24)
         assert before and not errors
 
-        killed = []
+        killed: list[float] = []
 
         def kill_once(n: int) -> None:
             if n >= 6 and not killed:

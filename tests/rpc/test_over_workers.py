@@ -192,3 +192,28 @@ def test_a_build_without_rpc_is_one_line(smollm2_path):
     w = ngramspec("rpc-worker", "--port", "50052")
     assert w.returncode == 2 and "was built without RPC support (GGML_RPC=ON)" in w.stderr, w.stderr
 
+
+
+SPLIT_SCRIPT = """
+import sys
+from ngramspec import models
+from ngramspec.rpc.loading import placement
+path, *workers = sys.argv[1:]
+for split in ([1, 3], [3, 1]):
+    llm = models.load_llama(path, n_ctx=256, n_threads=1, rpc=workers, tensor_split=split)
+    where = placement(llm).weights_mib
+    print(where[workers[0]], where[workers[1]])
+    llm.close()
+"""
+
+
+def test_tensor_split_is_passed_through(smollm2_path):
+    import subprocess
+    import sys
+
+    with rpc_workers(2) as (a, b):
+        p = subprocess.run([sys.executable, "-c", SPLIT_SCRIPT, smollm2_path, a.address, b.address],
+                           capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    (a1, b1), (a2, b2) = [tuple(map(float, line.split())) for line in p.stdout.splitlines()]
+    assert a2 > 2 * a1 and b1 > b2 + (a2 - a1) / 2, p.stdout   # b holds the output layer either way

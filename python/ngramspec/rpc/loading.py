@@ -48,10 +48,16 @@ _attached: weakref.WeakKeyDictionary[Any, tuple[RpcWorkers, Placement, Any]] = w
 
 def with_rpc_defaults(kwargs: dict[str, Any], n_devices: int) -> dict[str, Any]:
     """``Llama`` keyword arguments for a model over ``n_devices`` worker devices:
-    every layer on them unless ``n_gpu_layers`` is given; ``tensor_split`` checked
-    (one non-negative share per device at most, not all zero)."""
+    every layer on them unless ``n_gpu_layers`` is given; then, unless threads are
+    given, one thread here (this process computes only the token embeddings, and
+    idle llama.cpp threads spin: with llama-cpp-python's default of every core for
+    batches, a worker on the same 2-core machine ran its batches about 6x slower);
+    ``tensor_split`` checked (one non-negative share per device at most, not all zero)."""
     out = dict(kwargs)
     out.setdefault("n_gpu_layers", -1)
+    if out["n_gpu_layers"] == -1 and out.get("n_threads") is None:
+        out["n_threads"] = 1
+        out.setdefault("n_threads_batch", 1)
     split = out.get("tensor_split")
     if split is not None:
         shares = list(split)

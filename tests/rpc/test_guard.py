@@ -64,7 +64,8 @@ def wait_for(condition, timeout=5.0):
 def worker_and_guard(request):
     cue = getattr(request, "param", None)
     worker = FakeWorker(on_command=cue)
-    guard = WorkerGuard(Endpoint("127.0.0.1", worker.port), dead_after=0.5)
+    # Short, for the silent worker's test; long enough that a busy machine's scheduling stalls are not deaths.
+    guard = WorkerGuard(Endpoint("127.0.0.1", worker.port), dead_after=3.0)
     yield worker, guard
     worker.close()
 
@@ -112,7 +113,7 @@ def _silent_on_get_tensor(command, payload):
 @pytest.mark.parametrize("worker_and_guard, why", [
     (_closes_on_get_tensor, "closed the connection"),
     (_half_answers_get_tensor, "closed the connection"),
-    (_silent_on_get_tensor, "did not answer within 0.5 s"),
+    (_silent_on_get_tensor, "did not answer within 3 s"),
 ], indirect=["worker_and_guard"])
 def test_a_worker_lost_mid_answer_still_answers_in_full(worker_and_guard, why):
     worker, guard = worker_and_guard

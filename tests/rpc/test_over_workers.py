@@ -103,6 +103,8 @@ def test_a_worker_killed_mid_generation(smollm2_path):
         assert r.status_code == 503, r.text
         assert r.json()["error"]["code"] == "rpc_worker_unavailable"
         assert f"RPC worker {b.address}: connection refused" in r.json()["error"]["message"]
+        t = httpx.post(srv.base + "/extras/tokenize", json={"input": "hi"}, timeout=60)   # llama-cpp-python's route
+        assert t.status_code == 503 and t.json()["error"]["code"] == "rpc_worker_unavailable", t.text
 
         # The worker is back (same port, empty: the model is loaded onto it again).
         b.start()

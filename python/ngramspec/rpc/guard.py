@@ -27,6 +27,7 @@ Cost: two threads per connection, and a hop through Python for every message
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import struct
 import threading
@@ -41,7 +42,7 @@ __all__ = ["WorkerGuard", "DEAD_AFTER_SECONDS"]
 #: answer can wait for a whole graph computation (a long prefill of a large model
 #: on a slow worker), so this is generous.
 DEAD_AFTER_SECONDS = 120.0
-#: How often a waiting relay thread looks at the clock.
+#: How often a relay thread waiting for the worker looks at the clock.
 _POLL_SECONDS = 1.0
 #: Large payloads (weights) are relayed in pieces of this size.
 _CHUNK = 1 << 20
@@ -91,7 +92,9 @@ class _Connection:
         try:
             self.upstream = socket.create_connection((self.guard.worker.host, self.guard.worker.port),
                                                      timeout=_CONNECT_SECONDS)
-            self.upstream.settimeout(_POLL_SECONDS)
+            # A send waits at most dead_after (a worker that stops reading is dead); a
+            # receive waits in select, _POLL_SECONDS at a time (_recv_upstream).
+            self.upstream.settimeout(self.guard.dead_after)
             self.upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError as e:
             self.upstream = None
@@ -236,14 +239,17 @@ class _Connection:
         buf = bytearray()
         while len(buf) < n:
             try:
-                chunk = self.upstream.recv(n - len(buf))
-            except (socket.timeout, TimeoutError):
+                ready, _, _ = select.select([self.upstream], [], [], _POLL_SECONDS)
+            except ValueError:   # closed here: llama.cpp hung up
+                raise _Lost("closed the connection") from None
+            if not ready:
                 if self.lost is not None:
-                    raise _Lost(self.lost) from None
+                    raise _Lost(self.lost)
                 due = self._due
                 if due is not None and time.monotonic() - due[1] > self.guard.dead_after:
-                    raise _Lost(f"did not answer within {self.guard.dead_after:g} s") from None
+                    raise _Lost(f"did not answer within {self.guard.dead_after:g} s")
                 continue
+            chunk = self.upstream.recv(n - len(buf))
             if not chunk:
                 raise _Lost("closed the connection")
             buf += chunk

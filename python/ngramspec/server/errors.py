@@ -136,8 +136,15 @@ class SpeculativeRoute(RouteErrorHandler):
             except StarletteHTTPException as exc:
                 return error_json(http_error(exc))
             except Exception as exc:  # a fault of ours: 500, and the server lives on
-                return error_json(internal_error(exc))
+                err = as_client_error(exc) if _is_rpc_error(exc) else None   # --rpc: a worker down is a 503
+                return error_json(err if isinstance(err, ClientError) else internal_error(exc))
             response.headers["openai-processing-ms"] = f"{int((time.perf_counter() - start) * 1000)}"
             return response
 
         return handler
+
+
+def _is_rpc_error(exc: BaseException) -> bool:
+    from ngramspec.rpc.errors import RpcError
+
+    return isinstance(exc, RpcError)

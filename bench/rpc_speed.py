@@ -130,17 +130,19 @@ def main() -> None:
     ap.add_argument("--worker-threads", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1, help="the driving process's threads (and the local run's)")
     ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="skip the model loaded locally and plain decoding without the guard")
     args = ap.parse_args()
     path = model_path(args.model)
     rtts = [float(x) for x in args.rtt.split(",")]
-    load_before = os.getloadavg()
+    load_before, commit = os.getloadavg(), git_commit()   # the code that runs: read before it runs
     workers = [Worker(args.worker_threads).start() for _ in range(2)]
     relays = {rtt: [DelayRelay(("127.0.0.1", w.port), rtt) for w in workers] for rtt in rtts if rtt > 0}
     addresses = {rtt: ([r.address for r in relays[rtt]] if rtt > 0 else [w.address for w in workers])
                  for rtt in rtts}
-    configs: list[tuple[str, list[str] | None, bool]] = [("local", None, True)]
+    configs: list[tuple[str, list[str] | None, bool]] = [] if args.no_reference else [("local", None, True)]
     configs += [(f"rpc +{rtt:g} ms", addresses[rtt], True) for rtt in rtts]
-    if 0 in rtts:
+    if 0 in rtts and not args.no_reference:
         configs.append(("rpc +0 ms, no guard", addresses[0], False))
     results: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in configs}
     placement: dict[str, str] = {}
@@ -168,7 +170,7 @@ def main() -> None:
         for rs in relays.values():
             for relay in rs:
                 relay.close()
-    report = {"model": args.model, "machine": f"{cpu_name()}, {os.cpu_count()} cores", "commit": git_commit(),
+    report = {"model": args.model, "machine": f"{cpu_name()}, {os.cpu_count()} cores", "commit": commit,
               "command": "python bench/rpc_speed.py " + " ".join(sys.argv[1:]), "rounds": args.rounds,
               "worker_threads": args.worker_threads, "threads": args.threads,
               "load_average_before": load_before, "load_average_after": os.getloadavg(),

@@ -163,6 +163,8 @@ class _Connection:
 
     def _relay_command(self, command: int, head: bytes, payload: bytes) -> None:
         answer = protocol.answer_size(command, payload)
+        if answer is not None:
+            self.guard.round_trips += 1
         if command == protocol.FREE_BUFFER and len(payload) == 8:
             with self._state:
                 freed = self._buffers.pop(struct.unpack("<Q", payload)[0], 0)
@@ -307,8 +309,9 @@ class WorkerGuard:
     ``lost``: why an open connection to the worker was lost (None: none is).
     ``held_bytes``: the size of the buffers llama.cpp holds on the worker now
     (weights, KV cache, compute buffers), from the allocations it relayed.
-    ``commands``, ``bytes_sent``: messages relayed to the worker, and the bytes of
-    large ones (weights), since the guard started."""
+    ``commands``, ``round_trips``, ``bytes_sent``: commands relayed to the worker,
+    those of them that wait for an answer, and their payload bytes, since the guard
+    started (what a decode costs in network terms)."""
 
     def __init__(self, worker: Endpoint, dead_after: float = DEAD_AFTER_SECONDS) -> None:
         self.worker = worker
@@ -322,6 +325,7 @@ class WorkerGuard:
         self._lost_reason: dict[_Connection, str] = {}
         self.held_bytes = 0
         self.commands = 0
+        self.round_trips = 0
         self.bytes_sent = 0
         threading.Thread(target=self._accept, name=f"rpc-guard {worker}", daemon=True).start()
 

@@ -49,9 +49,11 @@ _attached: weakref.WeakKeyDictionary[Any, tuple[RpcWorkers, Placement, Any]] = w
 def with_rpc_defaults(kwargs: dict[str, Any], n_devices: int) -> dict[str, Any]:
     """``Llama`` keyword arguments for a model over ``n_devices`` worker devices:
     every layer on them unless ``n_gpu_layers`` is given; then, unless threads are
-    given, one thread here (this process computes only the token embeddings, and
-    idle llama.cpp threads spin: with llama-cpp-python's default of every core for
-    batches, a worker on the same 2-core machine ran its batches about 6x slower);
+    given, one thread here: this process computes only the token embeddings, and
+    idle llama.cpp threads spin (with llama-cpp-python's default of every core for
+    batches, two workers on the same busy 2-core machine ran exact mode's
+    preparation in 234 s instead of 34 s; on a quieter one, 18 s against 20 s:
+    bench/results/rpc-driver-threads-smollm2-135m.md);
     ``tensor_split`` checked (one non-negative share per device at most, not all zero)."""
     out = dict(kwargs)
     out.setdefault("n_gpu_layers", -1)

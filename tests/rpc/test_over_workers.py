@@ -23,9 +23,10 @@ from tests.support.rpc_workers import rpc_workers
 
 pytestmark = pytest.mark.model
 
-#: Long enough to kill a worker in the middle; n_ctx small, so the invariance
-#: check's deepest probe (the context's end) stays cheap over the network.
+#: Small, so that exact mode's invariance check (to the context's end, every size
+#: up to max_draft + 1) stays cheap over the network: CI time.
 N_CTX = "512"
+MAX_DRAFT = "4"
 
 
 def _placement(stderr: str) -> str:
@@ -37,7 +38,7 @@ def _placement(stderr: str) -> str:
 def test_generate_compare_is_identical_with_the_layers_on_the_workers(smollm2_path):
     with rpc_workers(2) as (a, b):
         p = ngramspec("generate", "--rpc", f"{a.address},{b.address}", "--compare", "--max-tokens", "40",
-                      "--n-ctx", N_CTX, "--threads", "1", timeout=600)
+                      "--n-ctx", N_CTX, "--threads", "1", "--max-draft", MAX_DRAFT, timeout=600)
     assert p.returncode == 0, p.stderr
     assert "identical text: yes" in p.stderr, p.stderr
     per_pass = re.search(r"tokens per pass: ([\d.]+)", p.stderr)
@@ -80,7 +81,8 @@ def test_a_worker_killed_mid_generation(smollm2_path):
     prompt = "Count from 1 to 300, one number per line:\n1\n2\n3\n4\n"
     with rpc_workers(2) as (a, b), \
             serving("--model", smollm2_path, "--rpc", f"{a.address},{b.address}", "--n_ctx", N_CTX,
-                    "--n_threads", "1", "--verbose", "false") as srv:
+                    "--n_threads", "1", "--n_threads_batch", "1", "--max_draft", MAX_DRAFT,
+                    "--verbose", "false") as srv:
         before, errors = _stream(srv, prompt, 24)
         assert before and not errors
 
@@ -160,7 +162,7 @@ llm = llama_cpp.Llama(path, n_ctx=int(n_ctx), n_gpu_layers=-1, n_threads=1, n_th
 prompt = "def add(a, b):\\n    return a + b\\n\\ndef sub(a, b):\\n    return a - b\\n\\ndef mul(a, b):\\n"
 plain = llm.create_completion(prompt, max_tokens=48, temperature=0)["choices"][0]["text"]
 llm.reset()
-out = ngramspec.wrap(llm).create_completion(prompt, max_tokens=48, temperature=0)
+out = ngramspec.wrap(llm, max_draft=4).create_completion(prompt, max_tokens=48, temperature=0)
 print(out["choices"][0]["text"] == plain, out["speculative"]["tokens_per_forward"])
 """
 

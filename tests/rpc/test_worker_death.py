@@ -29,7 +29,7 @@ prompt = "Count from 1 to 300, one number per line:\\n1\\n2\\n3\\n4\\n"
 def load():
     return models.load_llama(path, n_ctx=512, n_threads=1, rpc=workers)
 llm = load()
-before = wrap(llm).create_completion(prompt, max_tokens=24, temperature=0)["choices"][0]["text"]
+before = wrap(llm, max_draft=4).create_completion(prompt, max_tokens=24, temperature=0)["choices"][0]["text"]
 print("ready", flush=True)
 sys.stdin.readline()                       # the test arms the tap
 try:
@@ -44,7 +44,7 @@ except Exception as e:
 llm.close()
 sys.stdin.readline()                       # the test restarts the worker
 llm = load()
-after = wrap(llm).create_completion(prompt, max_tokens=24, temperature=0)["choices"][0]["text"]
+after = wrap(llm, max_draft=4).create_completion(prompt, max_tokens=24, temperature=0)["choices"][0]["text"]
 print("same text after the worker came back:", after == before, flush=True)
 """
 

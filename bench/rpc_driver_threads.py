@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import Any
 
 import llama_cpp
 from tests.support.rpc_workers import rpc_workers
@@ -40,7 +41,8 @@ def main() -> None:
                 llm = llama_cpp.Llama(path, n_ctx=args.n_ctx, n_gpu_layers=-1, n_threads=1,
                                       n_threads_batch=threads, seed=0, verbose=False)
             t0 = time.perf_counter()
-            plain = llm.create_completion(PROMPT, max_tokens=48, temperature=0)["choices"][0]["text"]
+            out: Any = llm.create_completion(PROMPT, max_tokens=48, temperature=0)
+            plain = out["choices"][0]["text"]
             t_plain = time.perf_counter() - t0
             llm.reset()
             spec = ngramspec.SpeculativeEngine(llm, invariance_cache=False)

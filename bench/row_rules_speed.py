@@ -68,7 +68,8 @@ def timed(call: Any, first: Any, kw: dict[str, Any]) -> tuple[float, str, int]:
 def main() -> None:
     name = sys.argv[1] if len(sys.argv) > 1 else "smollm2-135m"
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    threads = {"n_threads": int(sys.argv[3]), "n_threads_batch": int(sys.argv[3])} if len(sys.argv) > 3 else {}
+    threads: dict[str, Any] = ({"n_threads": int(sys.argv[3]), "n_threads_batch": int(sys.argv[3])}
+                               if len(sys.argv) > 3 else {})
     llm = llama_cpp.Llama(models.fetch(name), n_ctx=4096, verbose=False, **threads)
     spec = ngramspec.wrap(llm)
     spec.engine.prepare()

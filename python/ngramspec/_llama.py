@@ -3,8 +3,11 @@ the invariance check. Everything here works on a ``llama_cpp.Llama`` the user
 already has; nothing links llama.cpp directly."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
-from collections.abc import Sequence
+import importlib
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -159,10 +162,9 @@ def raise_decode_error(rc: int) -> None:
 def decode(llm: Any, batch: Batch) -> None:
     """llama_decode, with the one precondition llama.cpp enforces by aborting the
     process (GGML_ASSERT: at most n_batch tokens) raised as a Python error instead."""
-    llama_cpp = llama_cpp_module()
     if batch.batch.n_tokens > llm.n_batch:
         raise ValueError(f"a batch of {batch.batch.n_tokens} tokens exceeds the context's n_batch ({llm.n_batch})")
-    rc = llama_cpp.llama_decode(context_of(llm), batch.batch)
+    rc = checked_decode(llm)(context_of(llm), batch.batch)
     if rc != 0:
         raise_decode_error(rc)
 
@@ -279,7 +281,7 @@ class Decoder:
         self.llm = llm
         self.ctx = context_of(llm)
         self.memory = llama_cpp.llama_get_memory(self.ctx)
-        self._decode, self._seq_rm = llama_cpp.llama_decode, llama_cpp.llama_memory_seq_rm
+        self._decode, self._seq_rm = checked_decode(llm), llama_cpp.llama_memory_seq_rm
         self._clock = time.perf_counter
 
     def verify(self, batch: Batch, rows: int) -> tuple[float, np.ndarray]:
@@ -303,3 +305,98 @@ class Decoder:
     def roll_back(self, pos: int) -> bool:
         """Drop every cached position >= pos; False if llama.cpp refused."""
         return bool(self._seq_rm(self.memory, 0, pos, -1))
+
+
+# -- models over RPC workers (ngramspec.rpc): the hooks it needs in llama-cpp-python --
+
+def checked_decode(llm: Any) -> Any:
+    """``llama_cpp.llama_decode``, or for a Llama loaded over RPC workers, the same
+    with the workers' check (``after_each_decode``) before and after."""
+    llama_cpp = llama_cpp_module()
+    check = decode_check(llm)
+    if check is None:
+        return llama_cpp.llama_decode
+    raw, synchronize = llama_cpp.llama_decode, llama_cpp.llama_synchronize
+
+    def decode(ctx: Any, batch: Any) -> int:
+        check()
+        rc = int(raw(ctx, batch))
+        synchronize(ctx)   # llama_decode returns before the logits have come back from the workers
+        check()
+        return rc
+
+    return decode
+
+
+def decode_check(llm: Any) -> Any:
+    """The check ``after_each_decode`` gave this Llama, or None."""
+    return getattr(getattr(llm, "_ctx", None), "ngramspec_decode_check", None)
+
+
+def after_each_decode(llm: Any, check: Any) -> None:
+    """Runs ``check()`` before and after every decode of ``llm``: its own
+    (``Llama.eval``, so plain ``create_completion`` too) and ngramspec's
+    (``decode``, ``Decoder``). ``check`` raises to stop the caller from using what a
+    decode returned: it runs once the decode's outputs are in (``llama_decode``
+    returns before they are, and ``llama_get_logits`` waits for them)."""
+    llama_cpp = llama_cpp_module()
+    ctx = llm._ctx
+    own = ctx.decode
+
+    def decode(batch: Any) -> None:
+        check()
+        own(batch)
+        llama_cpp.llama_synchronize(ctx.ctx)
+        check()
+
+    ctx.decode = decode
+    ctx.ngramspec_decode_check = check
+
+
+_model_load_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def model_devices(devices: Sequence[int]) -> Iterator[Any]:
+    """While it is open, every ``llama_cpp.Llama`` constructed loads its model onto
+    exactly ``devices`` (ggml device pointers; no others, the CPU aside):
+    ``llama_model_params.devices``, which ``Llama()`` does not expose. It is set in
+    the parameters ``Llama.__init__`` takes from ``llama_model_default_params``.
+    Yields the NULL-terminated array (keep it as long as the Llama)."""
+    module: Any = importlib.import_module("llama_cpp.llama_cpp")
+    array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+    original = module.llama_model_default_params
+
+    def with_devices() -> Any:
+        params = original()
+        params.devices = ctypes.cast(array, ctypes.c_void_p)
+        return params
+
+    with _model_load_lock:
+        module.llama_model_default_params = with_devices
+        try:
+            yield array
+        finally:
+            module.llama_model_default_params = original
+
+
+@contextlib.contextmanager
+def llama_log_lines() -> Iterator[list[str]]:
+    """Collects llama.cpp's log lines (every level, whatever ``verbose``) while it is
+    open, and passes them on to llama-cpp-python's own logger as before."""
+    llama_cpp = llama_cpp_module()
+    from llama_cpp import _logger
+
+    lines: list[str] = []
+    forward = _logger.llama_log_callback
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def collect(level: int, text: bytes, user_data: Any) -> None:
+        lines.append(text.decode("utf-8", errors="replace"))
+        forward(level, text, user_data)
+
+    llama_cpp.llama_log_set(collect, ctypes.c_void_p(0))
+    try:
+        yield lines
+    finally:
+        llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))

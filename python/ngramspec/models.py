@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -307,8 +308,14 @@ def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
     return str(path)
 
 
-def load_llama(name_or_path: str | os.PathLike[str], **llama_kwargs: Any) -> Any:
+def load_llama(name_or_path: str | os.PathLike[str], *, rpc: str | Sequence[str] | None = None,
+               **llama_kwargs: Any) -> Any:
     """``llama_cpp.Llama`` for a model name or GGUF path (``resolve_model_path``).
+
+    ``rpc``: RPC workers ("host:port" strings, or one string of them joined by
+    commas) to load the model onto (``ngramspec.rpc.loading``: every layer on them
+    unless ``n_gpu_layers`` says otherwise, split by ``tensor_split`` if given); a
+    worker problem raises an ``ngramspec.rpc.RpcError`` with one line.
 
     ``llama_kwargs`` go to ``Llama`` unchanged, except that ``verbose`` defaults
     to False, ``n_threads=None`` (or 0) means llama-cpp-python's default, and a
@@ -330,6 +337,10 @@ def load_llama(name_or_path: str | os.PathLike[str], **llama_kwargs: Any) -> Any
     elif "n_threads" in llama_kwargs and llama_kwargs.get("n_threads_batch") is None:
         llama_kwargs["n_threads_batch"] = llama_kwargs["n_threads"]
     try:
+        if rpc is not None:
+            from ngramspec.rpc import loading
+
+            return loading.load(path, rpc, llama_kwargs, llama_cpp.Llama)
         return llama_cpp.Llama(path, **llama_kwargs)
     except ValueError as e:
         if "Failed to load model" in str(e) or "Model path does not exist" in str(e):

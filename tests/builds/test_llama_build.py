@@ -24,6 +24,35 @@ def test_exact_flags_turn_off_the_kernels_that_break_batch_invariance():
     assert llama_build.cmake_args("exact", environ={"CMAKE_ARGS": "-DFOO=1"})[-1] == "-DFOO=1"
 
 
+def test_the_exact_build_has_rpc_workers_and_no_rdma_dependency():
+    args = llama_build.cmake_args("exact", environ={})
+    assert "-DGGML_RPC=ON" in args and "-DGGML_RPC_RDMA=OFF" in args
+    assert not any("RPC" in a for a in llama_build.cmake_args("stock", environ={}))
+
+
+def test_print_flags_and_dry_run_show_rpc(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
+    assert main(["install-llama", "--print-flags"]) == 0
+    assert "-DGGML_RPC=ON" in capsys.readouterr().out
+    script = Path(__file__).resolve().parents[2] / "scripts" / "install_llama_cpp.py"
+    for flag in ("--print-flags", "--dry-run"):
+        p = subprocess.run([sys.executable, str(script), flag], capture_output=True, text=True,
+                           env={**os.environ, "NGRAMSPEC_CACHE_DIR": str(tmp_path)})
+        assert p.returncode == 0 and "-DGGML_RPC=ON" in p.stdout, p.stdout + p.stderr
+    assert not (tmp_path / "wheels").exists()
+
+
+def test_an_exact_build_without_rpc_is_not_current(monkeypatch, capsys, tmp_path):
+    """An exact build made before GGML_RPC=ON joined the flags is rebuilt, not 'nothing to do'."""
+    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
+    before = llama_build.installed_build()
+    monkeypatch.setattr(llama_build, "installed_build", lambda python=None: llama_build.InstalledBuild(
+        before.version, EXACT_INFO, before.location, True, rpc=False))
+    assert main(["install-llama", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "is an exact build without RPC workers" in out and "dry run: nothing was changed" in out, out
+
+
 def test_stock_flags_are_a_plain_pip_install_except_on_amx(monkeypatch):
     monkeypatch.setattr(llama_build, "cpu_flags", lambda: {"avx2", "fma"})
     assert llama_build.cmake_args("stock", environ={}) == []

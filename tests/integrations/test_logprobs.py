@@ -28,9 +28,11 @@ def spec(llm, invariance):
 def _same_logprobs(ours, theirs):
     assert ours["tokens"] == theirs["tokens"] and ours["text_offset"] == theirs["text_offset"]
     assert [list(t) for t in ours["top_logprobs"]] == [list(t) for t in theirs["top_logprobs"]]
-    np.testing.assert_array_equal(np.float32(ours["token_logprobs"]), np.float32(theirs["token_logprobs"]))
+    np.testing.assert_array_equal(np.asarray(ours["token_logprobs"], dtype=np.float32),
+                                  np.asarray(theirs["token_logprobs"], dtype=np.float32))
     for a, b in zip(ours["top_logprobs"], theirs["top_logprobs"]):
-        np.testing.assert_array_equal(np.float32(list(a.values())), np.float32(list(b.values())))
+        np.testing.assert_array_equal(np.asarray(list(a.values()), dtype=np.float32),
+                                      np.asarray(list(b.values()), dtype=np.float32))
 
 
 @pytest.mark.parametrize("n", [0, 1, 4])
@@ -65,7 +67,8 @@ def test_chat_logprobs_are_plains(llm_all, spec):
     assert out["choices"][0]["message"] == ref["choices"][0]["message"]
     ours, theirs = out["choices"][0]["logprobs"]["content"], ref["choices"][0]["logprobs"]["content"]
     assert [e["token"] for e in ours] == [e["token"] for e in theirs]
-    np.testing.assert_array_equal(np.float32([e["logprob"] for e in ours]), np.float32([e["logprob"] for e in theirs]))
+    np.testing.assert_array_equal(np.asarray([e["logprob"] for e in ours], dtype=np.float32),
+                                  np.asarray([e["logprob"] for e in theirs], dtype=np.float32))
 
 
 def test_chat_logprobs_true_alone_gives_the_chosen_tokens(spec):

@@ -1,6 +1,8 @@
 """Requests the engine cannot speculate with: the wrapped Llama's own answer, marked as plain."""
 from __future__ import annotations
 
+from typing import Any
+
 import llama_cpp
 import pytest
 
@@ -22,7 +24,7 @@ def _keep_the_text(input_ids, scores):
 
 #: Arguments that plain llama-cpp-python honours and the engine does not speculate with,
 #: and the name the reason gives.
-PLAIN_CASES = {
+PLAIN_CASES: dict[str, tuple[dict[str, Any], str]] = {
     "a user's logits_processor": ({"logits_processor": llama_cpp.LogitsProcessorList([_keep_the_text])},
                                   "logits_processor"),
     "mirostat, sampled": ({"temperature": 0.8, "mirostat_mode": 2, "seed": 7}, "mirostat_mode"),

@@ -5,9 +5,10 @@ constrained distribution."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
-import llama_cpp
 import pytest
+from llama_cpp.llama_grammar import LlamaGrammar
 from pydantic import BaseModel
 
 import ngramspec
@@ -31,7 +32,7 @@ class People(BaseModel):
 TOOL = {"type": "function", "function": {"name": "record_person", "description": "Record one person",
                                          "parameters": Person.model_json_schema()}}
 
-CHAT_CASES = {
+CHAT_CASES: dict[str, dict[str, Any]] = {
     "json_object": {"response_format": {"type": "json_object"}},
     "a Pydantic json_schema": {"response_format": {"type": "json_object", "schema": People.model_json_schema()}},
     "a forced tool call": {"tools": [TOOL], "tool_choice": {"type": "function",
@@ -88,7 +89,7 @@ def test_structured_chat_streams_plains_text(llm, spec, case):
 
 
 def test_completion_with_a_grammar_matches_plain(llm, spec):
-    grammar = llama_cpp.LlamaGrammar.from_string(
+    grammar = LlamaGrammar.from_string(
         'root ::= "def " name "(" name ("," " "? name)* "):" "\\n" "    return " [a-z +*]+ "\\n"\n'
         'name ::= [a-z_]+')
     prompt = "# Python\ndef add(a, b):\n    return a + b\n\n"
@@ -103,10 +104,10 @@ def test_a_grammar_llama_cpp_cannot_parse_is_a_value_error(spec):
     # Plain adds the NULL sampler llama.cpp returns to its chain and crashes.
     with pytest.raises(ValueError, match="grammar could not be parsed"):
         spec.create_completion("Hi", max_tokens=4, temperature=0,
-                               grammar=llama_cpp.LlamaGrammar.from_string("root ::= nothing-defined"))
+                               grammar=LlamaGrammar.from_string("root ::= nothing-defined"))
     with pytest.raises(ValueError, match="grammar could not be parsed"):
         spec.create_completion("Hi", max_tokens=4, temperature=0.8, mirostat_mode=2,
-                               grammar=llama_cpp.LlamaGrammar.from_string("root ::= ("))
+                               grammar=LlamaGrammar.from_string("root ::= ("))
 
 
 def test_sampled_structured_output_keeps_the_constrained_distribution(llm, invariance):
@@ -114,7 +115,7 @@ def test_sampled_structured_output_keeps_the_constrained_distribution(llm, invar
     non-speculative sampling (max_draft=0) under the same grammar, and JSON."""
     from ngramspec import SpeculativeEngine
 
-    grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(People.model_json_schema()))
+    grammar = LlamaGrammar.from_json_schema(json.dumps(People.model_json_schema()))
     prompt = llm.tokenize(b"<|im_start|>user\nAlice is 31, Bob is 42. JSON please.<|im_end|>\n"
                           b"<|im_start|>assistant\n", special=True)
     texts = set()

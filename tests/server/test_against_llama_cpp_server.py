@@ -42,7 +42,7 @@ CALL = {"id": "call_1", "type": "function", "function": {"name": "record_person"
 CODE = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n"
 GRAMMAR = 'root ::= "    return " [a-z +*-]+ "\\n"'
 # Every request names its repeat penalty: llama-cpp-python's server defaults to 1.1, ours to 1.0.
-GREEDY = {"temperature": 0, "repeat_penalty": 1.0, "max_tokens": 48}
+GREEDY: dict[str, Any] = {"temperature": 0, "repeat_penalty": 1.0, "max_tokens": 48}
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def _answer(out: dict[str, Any]) -> Any:
 
 
 #: Requests both servers answer: (path, body).
-BOTH = {
+BOTH: dict[str, tuple[str, dict[str, Any]]] = {
     "json_object": ("/v1/chat/completions", {"messages": ASK, "response_format": {"type": "json_object"}}),
     "json_object with a schema (llama-cpp-python's own form)": ("/v1/chat/completions", {
         "messages": ASK, "response_format": {"type": "json_object", "schema": People.model_json_schema()}}),
@@ -123,7 +123,7 @@ def _rendered_tool_history() -> list[dict[str, Any]]:
 
 
 #: Requests theirs fails: (path, ours, theirs in its own terms).
-THEIRS_FAILS = {
+THEIRS_FAILS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "OpenAI's json_schema format": (
         "/v1/chat/completions",
         {"messages": ASK, "response_format": {"type": "json_schema", "json_schema": {

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ def test_an_image_part_is_refused_by_index_without_a_vision_handler():
     with pytest.raises(ClientError) as e:
         _render([{"role": "system", "content": "s"}, {"role": "user", "content": parts}])
     assert e.value.status == 400 and e.value.error["code"] == "invalid_messages"
-    assert e.value.error["message"].startswith("messages[1]: content part 1 is an image")
+    assert str(e.value.error["message"]).startswith("messages[1]: content part 1 is an image")
     # A vision handler takes the parts as they are.
     assert _render([{"role": "user", "content": parts}], vision=True)[0]["content"][1]["type"] == "image_url"
 
@@ -75,16 +76,16 @@ def test_openai_response_formats_become_llama_cpp_pythons(fmt, expected):
 def test_the_first_message_a_template_fails_on_is_named():
     formatter = llama_chat_format.Jinja2ChatFormatter(
         template="{% for m in messages %}{{ m['role'] + m['content'] }}{% endfor %}", eos_token="", bos_token="")
-    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
                 {"role": "user", "content": None}, {"role": "user", "content": "c"}]
     assert first_unrenderable(formatter, messages) == 2
     assert first_unrenderable(formatter, messages[:2]) is None
     try:
-        formatter(messages=messages)
+        formatter(messages=messages)  # type: ignore[arg-type]
     except TypeError as exc:
         err = template_refusal(exc, 2)
-    assert err.error["message"].startswith("messages[2]: the model's chat template cannot render this")
-    assert "concatenate" not in err.error["message"]   # Python's own text stays in the log
+    assert str(err.error["message"]).startswith("messages[2]: the model's chat template cannot render this")
+    assert "concatenate" not in str(err.error["message"])   # Python's own text stays in the log
 
 
 def test_a_templates_own_refusal_is_quoted():
@@ -107,7 +108,7 @@ def test_no_raw_python_exception_text_reaches_a_client(caplog):
     except TypeError as exc:
         err = as_client_error(exc)
     assert isinstance(err, ClientError) and err.status == 400
-    assert "concatenate" not in err.error["message"] and "str" not in err.error["message"]
+    assert "concatenate" not in str(err.error["message"]) and "str" not in str(err.error["message"])
     assert "can only concatenate" in caplog.text   # the log has it
     # A message ngramspec wrote for the user reaches the client as it is.
     from ngramspec.integrations.llama_call_args import check_finite
@@ -116,10 +117,12 @@ def test_no_raw_python_exception_text_reaches_a_client(caplog):
         check_finite({"temperature": float("nan")})
     except ValueError as exc:
         err = as_client_error(exc)
+    assert isinstance(err, ClientError)
     assert err.error["message"] == "temperature must be a finite number, got nan"
     # llama-cpp-python's own refusal of an unknown tool, reworded.
     try:
         raise ValueError("Tool choice 'f' not found in tools.")
     except ValueError as exc:
         err = as_client_error(exc)
-    assert err.error["param"] == "tool_choice" and "`f`" in err.error["message"]
+    assert isinstance(err, ClientError)
+    assert err.error["param"] == "tool_choice" and "`f`" in str(err.error["message"])

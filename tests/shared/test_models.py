@@ -217,7 +217,7 @@ def test_verify_true_catches_corruption_that_keeps_size_and_mtime(fake_model, ca
     register, whole, calls, _ = fake_model
     register(hashlib.sha256(whole).hexdigest())
     path = models.fetch("toy", quiet=True)
-    _corrupt_in_place(path)
+    _corrupt_in_place(Path(path))
     assert models.fetch("toy", quiet=True).read_bytes() != whole    # trusted by its marker, as documented
     assert len(calls) == 2
     assert models.fetch("toy", verify=True).read_bytes() == whole   # hashed again, fetched again

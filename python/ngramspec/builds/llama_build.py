@@ -50,6 +50,8 @@ BASE_FLAGS = [
     "-DGGML_AMX_TILE=OFF",      # AMX kernels crash on the first decode on AMX CPUs
     "-DGGML_AMX_INT8=OFF",
     "-DGGML_AMX_BF16=OFF",
+    "-DGGML_RPC=ON",            # llama.cpp's RPC backend: layers on other machines (ngramspec rpc-worker)
+    "-DGGML_RPC_RDMA=OFF",      # else on by default where libibverbs is found, tying the wheel to it
     "-DLLAVA_BUILD=OFF",        # multimodal library: not used, halves the build time
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
@@ -260,6 +262,7 @@ class InstalledBuild:
     system_info: str              # llama_print_system_info(), "" when it cannot be imported
     location: str                 # where it is installed
     importable: bool
+    rpc: bool = False             # built with GGML_RPC=ON (llama.cpp's RPC backend)
 
 
 def installed_build(python: str | None = None) -> InstalledBuild:
@@ -267,17 +270,18 @@ def installed_build(python: str | None = None) -> InstalledBuild:
     subprocess so that this process never loads a library about to be replaced."""
     code = ("import importlib.metadata as m, json, sys\n"
             "try:\n    v = m.version('llama_cpp_python')\nexcept m.PackageNotFoundError:\n    v = None\n"
-            "info, where, ok = '', '', False\n"
+            "info, where, ok, rpc = '', '', False, False\n"
             "if v:\n    try:\n        import llama_cpp\n"
             "        info = llama_cpp.llama_print_system_info().decode(errors='replace').strip()\n"
+            "        rpc = bool(llama_cpp.llama_supports_rpc())\n"
             "        where, ok = llama_cpp.__file__, True\n    except Exception as e:\n        info = repr(e)\n"
-            "print(json.dumps([v, info, where, ok]))\n")
+            "print(json.dumps([v, info, where, ok, rpc]))\n")
     out = subprocess.run([python or sys.executable, "-c", code], capture_output=True, text=True)
     try:
-        version, info, where, ok = json.loads(out.stdout.strip().splitlines()[-1])
+        version, info, where, ok, rpc = json.loads(out.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return InstalledBuild(None, "", "", False)
-    return InstalledBuild(version, info, where, bool(ok))
+    return InstalledBuild(version, info, where, bool(ok), bool(rpc))
 
 
 @dataclass
@@ -301,7 +305,7 @@ class Plan:
             kind = "an exact build" if is_exact_build(cur.system_info) else "a stock build"
             on = [n for n in INEXACT_FEATURES if feats.get(n) == "1"]
             now = (f"llama-cpp-python {cur.version} is {kind}" + (f" ({', '.join(on)} on)" if on else "")
-                   + f", at {Path(cur.location).parent}")
+                   + ("" if cur.rpc else " without RPC workers") + f", at {Path(cur.location).parent}")
         source = (f"the cached wheel {self.wheel}" if self.wheel
                   else f"a new build (several minutes), cached in {self.folder}")
         return (f"{now}.\nIt will be replaced by llama-cpp-python {self.version}, {self.kind} build, from {source}.\n"

@@ -78,13 +78,15 @@ def _file_stamp(path: Path) -> list[Any]:
 
 def fingerprint(llm: Any) -> dict[str, Any]:
     """What the answer depends on: the model file, the llama.cpp build (version,
-    CPU features it was built for and runs with, its shared libraries) and the
+    CPU features it was built for and runs with, its shared libraries), the
     context settings that choose kernels (threads, batch sizes, KV types, GPU
-    offload). The model and libraries are identified by size and modification
+    offload) and, for a model on RPC workers, which workers and how it is split
+    (their kernels are theirs). The model and libraries are identified by size and modification
     time, not hashed, so building the key costs microseconds."""
     import llama_cpp
 
     from ngramspec.builds.build_info import system_info
+    from ngramspec.rpc.loading import rpc_fingerprint
 
     cp, mp = llm.context_params, llm.model_params
     lib_dir = Path(llama_cpp.__file__).parent / "lib"
@@ -95,7 +97,7 @@ def fingerprint(llm: Any) -> dict[str, Any]:
                                                      "type_v", "offload_kqv", "flash_attn_type", "flash_attn")
                 if hasattr(cp, name)}
     settings["n_gpu_layers"] = getattr(mp, "n_gpu_layers", None)
-    return {
+    key = {
         "format": _FORMAT,
         "model": [str(model)] + _file_stamp(model),
         "llama_cpp": llama_cpp.__version__,
@@ -103,6 +105,10 @@ def fingerprint(llm: Any) -> dict[str, Any]:
         "libraries": libs,
         "settings": {k: (int(v) if isinstance(v, bool) else v) for k, v in settings.items()},
     }
+    rpc = rpc_fingerprint(llm)
+    if rpc is not None:   # only then: a local setup keeps the key it always had
+        key["rpc"] = rpc
+    return key
 
 
 def cache_path(key: dict[str, Any]) -> Path:

@@ -48,6 +48,14 @@ def run(args: argparse.Namespace) -> int:
         if missing:
             raise UserError(f"--serve needs llama-cpp-python's server extras ({', '.join(missing)} missing): "
                             "pip install 'ngramspec[server]'")
+    if args.rpc:
+        # Those run in other processes, and a worker serves one client at a time.
+        clash = [o for o, on in (("--llama-server", args.llama_server), ("--other-build", args.other_build),
+                                 ("--other-llama-server", args.other_llama_server),
+                                 ("--serve", args.serve)) if on]
+        if clash:
+            raise UserError(f"--rpc cannot be combined with {', '.join(clash)}: those load the model in another "
+                            "process, and an RPC worker serves one client at a time")
     methods = _methods(args)
     workloads = _workloads(args)
     try:  # before the long run: a report that cannot be written would lose it
@@ -61,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
                        methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
                        server_modes=args.server_modes.split(",") if args.server_modes else (),
                        serve=args.serve, other_python=args.other_build, workloads=workloads,
-                       other_server=args.other_llama_server,
+                       other_server=args.other_llama_server, rpc=args.rpc,
                        settings=LlamaSettings(n_gpu_layers=args.n_gpu_layers, flash_attn=args.flash_attn),
                        command="ngramspec bench " + " ".join(sys.argv[2:]))
     except MissingMaterialError as e:

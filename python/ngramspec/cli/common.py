@@ -30,11 +30,20 @@ def print_error(msg: str) -> None:
     print(f"ngramspec: {msg}", file=sys.stderr, flush=True)
 
 
-def load_model(model: str, n_ctx: int, threads: int | None, seed: int | None = None) -> Any:
-    """The command's Llama: ``models.load_llama`` (a name or a GGUF path)."""
+def load_model(model: str, n_ctx: int, threads: int | None, seed: int | None = None,
+               rpc: str | None = None) -> Any:
+    """The command's Llama: ``models.load_llama`` (a name or a GGUF path), onto the
+    ``--rpc`` workers if given (then one line on stderr says where the weights went)."""
     from ngramspec.models import load_llama
 
-    return load_llama(model, n_ctx=n_ctx, seed=0 if seed is None else seed, n_threads=threads)
+    llm = load_llama(model, n_ctx=n_ctx, seed=0 if seed is None else seed, n_threads=threads, rpc=rpc)
+    if rpc is not None:
+        from ngramspec.rpc.loading import placement
+
+        where = placement(llm)
+        print(f"ngramspec: model on RPC workers {rpc}: {where.describe() if where else 'placement unknown'}",
+              file=sys.stderr, flush=True)
+    return llm
 
 
 def read_text(path: str | None, what: str, *, blank_is_empty: bool, allow_empty: bool = False) -> str:

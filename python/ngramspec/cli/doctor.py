@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     _print_build(llama_cpp.__version__, info)
     if args.max_batch < 1:
         raise UserError("--max-batch must be >= 1")
-    llm = load_model(args.model, args.n_ctx, args.threads)
+    llm = load_model(args.model, args.n_ctx, args.threads, rpc=args.rpc)
     hazards = invariance_hazards(llm, info)
     if hazards:
         print("batch-invariance hazards on this build and setting: " + "; ".join(hazards))

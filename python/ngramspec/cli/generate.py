@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ngramspec: demo on {args.model}: {task.description}", file=sys.stderr, flush=True)
     max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
     memory, memory_path = _open_memory(args)  # a bad --memory/--prime fails before the model loads
-    llm = load_model(args.model, args.n_ctx, args.threads, args.seed)
+    llm = load_model(args.model, args.n_ctx, args.threads, args.seed, rpc=args.rpc)
     spec = _speculative_llama(llm, args, memory, memory_path)
     req = {"max_tokens": max_tokens, "temperature": args.temperature, "seed": args.seed}
     predicted: dict[str, Any] = {} if prediction is None else {"prediction": {"type": "content", "content": prediction}}

@@ -24,7 +24,9 @@ def run(args: argparse.Namespace) -> int:
 
     cur = p.current
     same_kind = cur.importable and is_exact_build(cur.system_info) == (kind == "exact")
-    if same_kind and cur.version == p.version and not args.rebuild:
+    # An exact build from before GGML_RPC=ON was added to its flags is rebuilt.
+    current_flags = kind != "exact" or cur.rpc
+    if same_kind and current_flags and cur.version == p.version and not args.rebuild:
         print(f"llama-cpp-python {cur.version} is already the {kind} build: nothing to do")
         return 0
     if args.dry_run:

@@ -7,6 +7,7 @@ doctor    the llama.cpp build, the AMX hazard, bit-exact batch sizes, the
 install-llama  rebuild llama-cpp-python with the flags exact speculation needs.
 bench     plain vs llama-cpp-python's prompt lookup vs ngramspec on your machine.
 serve     an OpenAI-compatible server answering with speculative decoding.
+rpc-worker  serve this machine's CPU to a model split across machines (--rpc).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 
-from ngramspec.cli import bench, doctor, generate, install_llama, serve
+from ngramspec.cli import bench, doctor, generate, install_llama, rpc_worker, serve
 from ngramspec.cli.common import print_error
 from ngramspec.cli.parser import build_parser
 from ngramspec.errors import UserError
@@ -41,14 +42,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve.run(argv[1:])
     args = build_parser().parse_args(argv)
     from ngramspec.models import ModelFetchError, ModelLoadError
+    from ngramspec.rpc.errors import RpcError
 
     # Looked up on each call, so that a test can replace a command's ``run``.
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "generate": generate.run, "doctor": doctor.run, "bench": bench.run, "install-llama": install_llama.run}
+        "generate": generate.run, "doctor": doctor.run, "bench": bench.run, "install-llama": install_llama.run,
+        "rpc-worker": rpc_worker.run}
     try:
         _check_shared_args(args)
         return commands[args.command](args)
-    except (UserError, ModelFetchError, ModelLoadError) as e:
+    except (UserError, ModelFetchError, ModelLoadError, RpcError) as e:
         # Only mistakes in the user's input or environment end in one line; anything
         # else is a bug in ngramspec and keeps its traceback.
         print_error(f"error: {e}")

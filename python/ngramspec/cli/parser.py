@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_doctor(sub)
     _add_install_llama(sub)
     _add_bench(sub)
+    _add_rpc_worker(sub)
     sub.add_parser("serve", add_help=False,
                    help="OpenAI-compatible server (llama-cpp-python's) answering with speculative decoding; "
                         "`ngramspec serve --help` lists its settings")
@@ -56,6 +57,7 @@ def _add_generate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                    help="the expected output (e.g. the file being edited), read from FILE or stdin (-): "
                         "drafts from it; greedy output stays exactly what it is without it")
     g.add_argument("--compare", action="store_true", help="also run plain llama-cpp-python and compare")
+    add_rpc_option(g)
 
 
 def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,6 +72,7 @@ def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         "(sizes the audit withdrew are forgotten)")
     d.add_argument("--no-trial", action="store_true",
                    help="skip the trial generation (plain, exact and fast mode on one code edit)")
+    add_rpc_option(d)
 
 
 def _add_install_llama(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -120,6 +123,30 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     b.add_argument("--other-llama-server", default=None, metavar="PATH",
                    help="with --other-build: also run a llama-server built with that build's flags "
                         "(scripts/build_llama_server.py, with or without --stock) in each mode")
+    add_rpc_option(b)
     b.add_argument("--serve", action="store_true",
                    help="also run `ngramspec serve` over HTTP (same model, n_ctx, threads): its decode speed, "
                         "end-to-end latency per request and HTTP overhead against in-process ngramspec")
+
+
+RPC_HELP = ("load the model onto these RPC workers (`ngramspec rpc-worker` on each), every layer on them: "
+            "comma-separated host:port, in order (docs/rpc.md)")
+
+
+def add_rpc_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--rpc HOST:PORT,HOST:PORT``, the same for every command that loads a model."""
+    parser.add_argument("--rpc", default=None, metavar="HOST:PORT,...", help=RPC_HELP)
+
+
+def _add_rpc_worker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ngramspec.cli.rpc_worker import default_threads
+
+    w = sub.add_parser("rpc-worker", allow_abbrev=False,
+                       help="serve this machine's CPU to a model split across machines (llama.cpp's RPC backend); "
+                            "trusted networks only")
+    w.add_argument("--host", default="127.0.0.1",
+                   help="IPv4 address to listen on (default: 127.0.0.1; 0.0.0.0 = every interface: only on a "
+                        "trusted network, the protocol has no authentication)")
+    w.add_argument("--port", type=int, default=50052, help="TCP port (default: 50052, llama.cpp's)")
+    w.add_argument("--threads", type=int, default=None,
+                   help=f"threads for the computation (default: half the cores, here {default_threads()})")

@@ -72,6 +72,7 @@ from ngramspec.server.messages import llama_response_format
 from ngramspec.server.model import SpeculativeProxy, build_wrapper, short_model_id
 from ngramspec.server.openapi import publish_error_responses
 from ngramspec.server.response_fields import decoding_headers, finish_response, plain_reason_of
+from ngramspec.server.rpc_model import RpcModel
 from ngramspec.server.settings import ServeOptions
 from ngramspec.server.state import ServerState
 from ngramspec.server.streaming import StreamAnswer
@@ -174,9 +175,12 @@ def _router() -> Any:
     @router.get("/health", summary="Health", tags=["Extras"])
     async def health(request: Request) -> Any:
         state: ServerState = request.app.state.ngramspec
-        return {"status": "ok", "model": state.proxy.alias, "pending": state.pending,
-                "max_queue": state.options.max_queue, "served": state.served, "cancelled_streams": state.cancelled,
-                "exact": state.options.exact}
+        out = {"status": "ok", "model": state.proxy.alias, "pending": state.pending,
+               "max_queue": state.options.max_queue, "served": state.served, "cancelled_streams": state.cancelled,
+               "exact": state.options.exact}
+        if state.proxy.rpc_model is not None:
+            out["rpc"] = {"workers": state.options.rpc, "reloads": state.proxy.rpc_model.reloads}
+        return out
 
     return router
 
@@ -218,6 +222,23 @@ def _embeddings_if_enabled(endpoint: Any) -> Any:
     return create_embedding
 
 
+def _rpc_model(model_settings: Any, options: ServeOptions) -> RpcModel | None:
+    """With ``--rpc``: what loads the model onto the workers, and again after one was lost."""
+    if not options.rpc:
+        return None
+    from llama_cpp.server.model import LlamaProxy
+
+    from ngramspec.rpc.loading import with_rpc_defaults
+
+    if model_settings.tensor_split is not None:
+        with_rpc_defaults({"tensor_split": model_settings.tensor_split}, len(options.rpc.split(",")))
+
+    def rebuild(llm: Any, old: Any) -> Any:
+        return build_wrapper(llm, options, memory=old.engine.memory)
+
+    return RpcModel(options.rpc, lambda: LlamaProxy.load_llama_from_model_settings(model_settings), rebuild)
+
+
 def create_app(server_settings: Any, model_settings: Any, options: ServeOptions | None = None,
                names: Sequence[str] = ()) -> Any:
     """llama-cpp-python's app for one model, answering through ``SpeculativeLlama``.
@@ -228,16 +249,24 @@ def create_app(server_settings: Any, model_settings: Any, options: ServeOptions 
     if os.environ.get("CONFIG_FILE"):
         raise UserError("CONFIG_FILE (llama-cpp-python's multi-model config) is not supported by ngramspec serve")
     _reroute(llama_app.router)
-    app = llama_app.create_app(server_settings=server_settings, model_settings=[model_settings])
-    loaded = llama_app._llama_proxy
-    assert loaded is not None  # create_app has set it
-    llm = loaded()  # the Llama its LlamaProxy loaded with every setting applied
+
+    def create() -> Any:
+        return llama_app.create_app(server_settings=server_settings, model_settings=[model_settings])
+
+    def loaded_llama(_: Any) -> Any:
+        loaded = llama_app._llama_proxy
+        assert loaded is not None  # create_app has set it
+        return loaded()  # the Llama its LlamaProxy loaded with every setting applied
+
+    rpc_model = _rpc_model(model_settings, options)
+    app = create() if rpc_model is None else rpc_model.first(create, loaded_llama)
+    llm = loaded_llama(app)
     wrapper = build_wrapper(llm, options)
     if options.memory is not None:
         save_at_shutdown(app, wrapper.engine.memory, options.memory)
     alias = model_settings.model_alias or short_model_id(model_settings.model)
     proxy = SpeculativeProxy(wrapper, alias, [alias, model_settings.model, os.path.basename(model_settings.model),
-                                              short_model_id(model_settings.model), *names])
+                                              short_model_id(model_settings.model), *names], rpc_model)
     # What get_llama_proxy hands to every route, ours and theirs: a stand-in for its
     # LlamaProxy (the same calls), not a subclass.
     llama_app._llama_proxy = proxy  # type: ignore[assignment]

@@ -37,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "for logits only on the rows it verifies)")
         elif action.dest == "interrupt_requests":
             action.help = ("Whether a waiting request cuts a running stream short (default: False here)")
+        elif action.dest == "n_gpu_layers":
+            action.default = None   # settings_from_args: every layer with --rpc, else llama-cpp-python's 0
+            action.help = ("The number of layers to put on the RPC workers (or a GPU); -1 = all (default: all "
+                           "with --rpc, else 0)")
+        elif action.dest == "rpc_servers":
+            action.help = "The same as --rpc (llama-cpp-python's own spelling, which it ignores)"
     ours = parser.add_argument_group("ngramspec")
     ours.add_argument("--exact", dest="exact", type=_parse_bool_arg, default=True,
                       help="verify only with bit-exact batch sizes, so greedy text equals plain decoding "
@@ -52,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     ours.add_argument("--memory", dest="memory", default=None, metavar="FILE",
                       help="a Memory of earlier requests shared by every request of this server: loaded from FILE "
                            "if it exists, saved there when the server stops (SIGINT or SIGTERM) (docs/memory.md)")
+    ours.add_argument("--rpc", dest="rpc", default=None, metavar="HOST:PORT,...",
+                      help="load the model onto these RPC workers (`ngramspec rpc-worker` on each), every layer on "
+                           "them unless --n_gpu_layers says otherwise: comma-separated host:port, in order; a lost "
+                           "worker fails the requests until it is back, then the model is loaded again (docs/rpc.md)")
     ours.add_argument("--strict_model_names", dest="strict_model_names", type=_parse_bool_arg, default=False,
                       help="answer a request that names another model with 404 model_not_found (default: false: "
                            "serving one model, any name is that model, as llama.cpp's server does)")
@@ -67,6 +77,9 @@ def settings_from_args(args: argparse.Namespace) -> tuple[Any, Any, ServeOptions
         raise UserError("--max_queue must be >= 1")
     if args.max_draft is not None and args.max_draft < 0:
         raise UserError("--max_draft must be >= 0")
+    rpc = _rpc_option(args)
+    if args.n_gpu_layers is None:
+        args.n_gpu_layers = -1 if rpc else 0
     given = args.model
     args.model = _model_path(given)
     if args.model_alias is None:
@@ -88,8 +101,27 @@ def settings_from_args(args: argparse.Namespace) -> tuple[Any, Any, ServeOptions
     if args.memory is not None:
         _check_memory_file(args.memory)
     options = ServeOptions(exact=args.exact, max_draft=args.max_draft, max_queue=args.max_queue,
-                           warmup=args.warmup, memory=args.memory, strict_model_names=args.strict_model_names)
+                           warmup=args.warmup, memory=args.memory, strict_model_names=args.strict_model_names,
+                           rpc=rpc)
     return server_settings, model_settings, options, [given]
+
+
+def _rpc_option(args: argparse.Namespace) -> str | None:
+    """--rpc, or llama-cpp-python's --rpc_servers (which llama-cpp-python ignores)
+    spelling the same thing; the addresses are checked here, before anything loads."""
+    rpc, theirs = args.rpc, getattr(args, "rpc_servers", None)
+    if rpc and theirs and rpc != theirs:
+        raise UserError(f"--rpc {rpc!r} and --rpc_servers {theirs!r} name different workers: give one of them")
+    rpc = rpc or theirs
+    if rpc:
+        from ngramspec.rpc.address import parse_endpoints
+        from ngramspec.rpc.errors import RpcAddressError
+
+        try:
+            parse_endpoints(rpc)
+        except RpcAddressError as e:
+            raise UserError(f"--rpc: {e}") from None
+    return rpc or None
 
 
 def _model_path(given: str) -> str:
@@ -127,12 +159,13 @@ def _check_memory_file(path: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """``ngramspec serve ARGS``: build the app and run it with uvicorn until stopped."""
     from ngramspec.models import ModelFetchError
+    from ngramspec.rpc.errors import RpcError
 
     args = build_parser().parse_args(argv)
     try:
         server_settings, model_settings, options, names = settings_from_args(args)
         app = create_app(server_settings, model_settings, options, names)
-    except (UserError, ValueError, ModelFetchError, FileNotFoundError) as e:
+    except (UserError, ValueError, ModelFetchError, FileNotFoundError, RpcError) as e:
         print(f"ngramspec: error: {e}", file=sys.stderr)
         return 2
     uvicorn.run(CancelledLifespanIsShutdown(app), host=os.getenv("HOST", server_settings.host),

@@ -93,6 +93,11 @@ def as_client_error(exc: BaseException, body: Any = None) -> BaseException:
     recognise and reword); never raw Python exception text."""
     if isinstance(exc, ClientError):
         return exc
+    from ngramspec.rpc.errors import RpcError, RpcWorkerLost
+
+    if isinstance(exc, RpcError):   # a worker is down or was lost: not the request's fault, and temporary
+        return ClientError(503, str(exc), type="server_error",
+                           code="rpc_worker_lost" if isinstance(exc, RpcWorkerLost) else "rpc_worker_unavailable")
     ours = raised_by_ngramspec(exc)
     if isinstance(exc, NotImplementedError):
         message = str(exc) if ours else "llama-cpp-python does not implement what this request asks for"
@@ -198,8 +203,15 @@ class SpeculativeRoute(RouteErrorHandler):
             except StarletteHTTPException as exc:
                 return error_json(http_error(exc))
             except Exception as exc:  # a fault of ours: 500, and the server lives on
-                return error_json(internal_error(exc))
+                err = as_client_error(exc) if _is_rpc_error(exc) else None   # --rpc: a worker down is a 503
+                return error_json(err if isinstance(err, ClientError) else internal_error(exc))
             response.headers["openai-processing-ms"] = f"{int((time.perf_counter() - start) * 1000)}"
             return response
 
         return handler
+
+
+def _is_rpc_error(exc: BaseException) -> bool:
+    from ngramspec.rpc.errors import RpcError
+
+    return isinstance(exc, RpcError)

@@ -18,12 +18,15 @@ class SpeculativeProxy:
     """Stands in for llama-cpp-python's ``LlamaProxy`` (its ``__call__``,
     ``__iter__``, ``free``): one model, handed out as the ``SpeculativeLlama``."""
 
-    def __init__(self, wrapper: Any, alias: str, names: Sequence[str]) -> None:
+    def __init__(self, wrapper: Any, alias: str, names: Sequence[str], rpc_model: Any = None) -> None:
         self.wrapper = wrapper
         self.alias = alias
         self.names = {n for n in names if n}
+        self.rpc_model = rpc_model   # server.rpc_model.RpcModel with --rpc: reloads after a lost worker
 
     def __call__(self, model: str | None = None) -> Any:
+        if self.rpc_model is not None:   # called under the model lock, before each request
+            self.wrapper = self.rpc_model.current(self.wrapper)
         return self.wrapper
 
     def __iter__(self) -> Iterator[str]:
@@ -44,11 +47,11 @@ def short_model_id(given: str) -> str:
     return stem if ext.lower() == ".gguf" and stem else name
 
 
-def build_wrapper(llm: Any, options: ServeOptions) -> Any:
-    """The server's one wrapper (one engine, holding the ``--memory`` if given),
-    warmed up unless ``--warmup false``."""
-    memory, path = None, options.memory
-    if path is not None:
+def build_wrapper(llm: Any, options: ServeOptions, memory: Any = None) -> Any:
+    """The server's one wrapper (one engine, holding the ``--memory`` if given, or
+    ``memory``: the one the previous wrapper held), warmed up unless ``--warmup false``."""
+    path = options.memory
+    if memory is None and path is not None:
         # One memory for every request of this server: sharing across its users is
         # what `--memory` asks for (docs/memory.md). Saved atomically at shutdown.
         from ngramspec.memory.store import Memory

@@ -19,6 +19,7 @@ class ServeOptions:
     warmup: bool = True                # before listening: the engine's first-use work, a first decode
     memory: str | None = None          # `--memory FILE`: loaded at start if it exists, saved when the server stops
     strict_model_names: bool = False   # True: a request naming another model gets 404 (default: any name is this model)
+    rpc: str | None = None             # `--rpc HOST:PORT,...`: the model's layers on these RPC workers
 
     def engine_options(self) -> dict[str, Any]:
         out: dict[str, Any] = {"exact": self.exact}

@@ -17,14 +17,16 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
               plot: bool = True, progress: bool = True, server: str | None = None,
               server_modes: Sequence[str] = (), serve: bool = False, other_python: str | None = None,
               workloads: Sequence[str] | None = None, other_server: str | None = None,
-              settings: LlamaSettings | None = None) -> Path:
+              settings: LlamaSettings | None = None, rpc: str | None = None) -> Path:
     """Runs the whole suite and writes its report; returns the Markdown file's path.
     serve: also run ``ngramspec serve`` over HTTP (method "ngramspec serve").
     other_python: also run plain, ngramspec and ngramspec fast on that Python's
     llama-cpp-python build (runner.Suite).
     workloads: the workloads to run (default: sources.DEFAULT_WORKLOADS).
     other_server: a llama-server built with the other build's flags (runner.Suite).
-    settings: GPU offload and flash attention for every method (default: llama-cpp-python's)."""
+    settings: GPU offload and flash attention for every method (default: llama-cpp-python's).
+    rpc: RPC workers for the in-process methods' models (no peak-memory probes then:
+    they load the model in another process, and a worker serves one client at a time)."""
     from ngramspec.suite import report, runner, sources, summary
     from ngramspec.suite.methods import EXTRA_METHODS, METHODS
     from ngramspec.suite.provenance import git_commit
@@ -38,7 +40,8 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
                          progress=progress, server=server, server_modes=tuple(server_modes),
                          serve=serve, other_python=other_python,
                          workloads=tuple(workloads) if workloads is not None else None,
-                         other_server=other_server, settings=settings)
+                         other_server=other_server, settings=settings, rpc=rpc)
+    rss = rss and not rpc
     peaks: dict[str, float] = {}
     try:
         runs = suite.run(rounds)

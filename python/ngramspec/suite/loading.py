@@ -17,17 +17,21 @@ def model_path(model: str) -> str:
     return resolve_model_path(model)
 
 
-def load(path: str, method: str, n_ctx: int, threads: int | None, settings: LlamaSettings = LLAMA_DEFAULTS) -> Any:
+def load(path: str, method: str, n_ctx: int, threads: int | None, settings: LlamaSettings = LLAMA_DEFAULTS,
+         rpc: str | None = None) -> Any:
     """The ``Llama`` that ``method`` runs on (prompt lookup gets its draft model),
-    with the run's GPU offload and flash attention (``settings``)."""
+    with the run's GPU offload and flash attention (``settings``), onto the RPC
+    workers ``rpc`` if given (every layer on them unless ``settings`` offloads otherwise)."""
     from ngramspec.models import load_llama
 
     kwargs: dict[str, Any] = {"n_ctx": n_ctx, "seed": 0, "n_threads": threads, **settings.llama_kwargs()}
+    if rpc and settings.n_gpu_layers == LLAMA_DEFAULTS.n_gpu_layers:
+        del kwargs["n_gpu_layers"]   # RPC loading puts every layer on the workers
     if method == "prompt lookup":
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         kwargs["draft_model"] = LlamaPromptLookupDecoding(num_pred_tokens=LOOKUP_PRED_TOKENS)
-    return load_llama(path, **kwargs)
+    return load_llama(path, rpc=rpc, **kwargs)
 
 
 def make_engine(llm: Any, method: str, **extra: Any) -> Any:

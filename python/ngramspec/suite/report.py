@@ -28,7 +28,8 @@ def machine(suite: Suite) -> str:
 
     return (f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
             f"llama-cpp-python {llama_cpp.__version__} ({build_label()}), "
-            f"n_threads={suite.threads}, n_threads_batch={suite.threads_batch}, {suite.settings.describe()}")
+            f"n_threads={suite.threads}, n_threads_batch={suite.threads_batch}, {suite.settings.describe()}"
+            + (f", the model on RPC workers {suite.rpc}" if suite.rpc else ""))
 
 
 def builds_line(suite: Suite) -> list[str]:

@@ -64,6 +64,7 @@ class Suite:
         llama.cpp's own server on the same kernels.
     settings: GPU offload and flash attention for every method (llama_settings.py);
         the default is llama-cpp-python's (CPU, flash attention off).
+    rpc: RPC workers ("host:port,...") to load the in-process methods' models onto.
     """
 
     def __init__(self, model: str, *, quick: bool, n_ctx: int = 4096, threads: int | None = None,
@@ -71,7 +72,7 @@ class Suite:
                  server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
                  trace: bool = False, cost: Any = None, serve: bool = False,
                  other_python: str | None = None, other_server: str | None = None,
-                 settings: LlamaSettings = LLAMA_DEFAULTS, invariance: Any = None) -> None:
+                 settings: LlamaSettings = LLAMA_DEFAULTS, invariance: Any = None, rpc: str | None = None) -> None:
         from ngramspec.calibration.cost_timing import measure_verify_cost
         from ngramspec.calibration.invariance import check_batch_invariance, check_sizes
 
@@ -81,7 +82,8 @@ class Suite:
         self.model, self.quick, self.n_ctx, self.settings = model, quick, n_ctx, settings
         self.methods = ("plain",) + tuple(m for m in methods if m != "plain")
         self.path = model_path(model)
-        self.llm = load(self.path, "plain", n_ctx, threads, settings)
+        self.rpc = rpc
+        self.llm = load(self.path, "plain", n_ctx, threads, settings, rpc)
         self.threads = self.llm.context_params.n_threads
         # llama.cpp decodes batches (prefill, verification) on n_threads_batch: every
         # method, llama-server included, gets the same pair (models.load_llama).
@@ -107,8 +109,8 @@ class Suite:
         self.engines = {m: make_engine(self.llm, m, invariance=self.invariance,
                                        **({"draft_model": self.draft_llm} if m in DRAFT_METHODS else {}))
                         for m in ENGINE_OPTIONS if m not in DRAFT_METHODS or m in self.methods}
-        self.lookup = (load(self.path, "prompt lookup", n_ctx, threads, settings) if "prompt lookup" in self.methods
-                       else None)
+        self.lookup = (load(self.path, "prompt lookup", n_ctx, threads, settings, rpc)
+                       if "prompt lookup" in self.methods else None)
         self.progress = progress
         if trace:   # every ngramspec pass recorded in stats.trace (SpeculativeEngine(trace=True))
             for e in self.engines.values():

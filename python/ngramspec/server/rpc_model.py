@@ -1,0 +1,56 @@
+"""``ngramspec serve --rpc``: the model on RPC workers, loaded again after a worker
+was lost.
+
+A worker that dies mid-request ends that request with a 503 (``RpcWorkerLost``:
+the layers it held are gone). The model is then closed, and each later request
+first tries to load it again: while a worker is still down it gets a 503 saying
+which and why; once every worker answers, the model is loaded onto them afresh
+(its verify plan read from the invariance cache), and the request is served.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+from ngramspec.rpc.errors import RpcWorkerLost
+from ngramspec.rpc.loading import load_onto, workers_of
+from ngramspec.rpc.workers import connect
+
+__all__ = ["RpcModel"]
+
+
+class RpcModel:
+    """Keeps the server's wrapper on a live model: ``current(wrapper)`` is the
+    wrapper to use now (a new one after a reload), or raises an ``RpcError``."""
+
+    def __init__(self, rpc: str, reload: Callable[[], Any], rebuild: Callable[[Any, Any], Any]) -> None:
+        self.rpc = rpc
+        self._reload = reload      # () -> a Llama, with the server's model settings
+        self._rebuild = rebuild    # (llm, old wrapper) -> the wrapper for llm
+        self.reloads = 0
+        self._broken = False
+
+    def first(self, construct: Callable[[], Any], llm_of: Callable[[Any], Any]) -> Any:
+        """``construct()`` (what loads the model at start-up) onto the workers; any
+        worker problem is the start-up's error. ``llm_of(result)`` is its Llama."""
+        return self._onto(construct, llm_of)
+
+    def current(self, wrapper: Any) -> Any:
+        if not self._broken:
+            workers = workers_of(wrapper.llm)
+            try:
+                if workers is not None:
+                    workers.check()
+                return wrapper
+            except RpcWorkerLost as e:
+                print(f"ngramspec: {e}", file=sys.stderr, flush=True)
+                self._broken = True
+                wrapper.llm.close()    # frees its buffers, so llama.cpp lets go of the lost connection
+        llm = self._onto(self._reload, lambda made: made)
+        self._broken = False
+        self.reloads += 1
+        print(f"ngramspec: model loaded again onto the RPC workers {self.rpc}", file=sys.stderr, flush=True)
+        return self._rebuild(llm, wrapper)
+
+    def _onto(self, construct: Callable[[], Any], llm_of: Callable[[Any], Any]) -> Any:
+        return load_onto(connect(self.rpc), construct, llm_of)

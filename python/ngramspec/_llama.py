@@ -59,6 +59,30 @@ def vocab_handle(llm: Any) -> Any:
     return llm._model.vocab
 
 
+def eos_bos_text(llm: Any) -> tuple[str, str]:
+    """The text of ``llm``'s end- and beginning-of-sequence tokens ("" where the
+    model has none), as llama-cpp-python gives them to a chat template."""
+    model = llm._model
+
+    def text(token: int) -> str:
+        return str(model.token_get_text(token)) if token != -1 else ""
+
+    return text(model.token_eos()), text(model.token_bos())
+
+
+def registered_chat_handler(llm: Any) -> Any:
+    """The chat handler ``llm`` registered for its ``chat_format`` from its GGUF's
+    templates (None if it has none): what ``create_chat_completion`` uses when no
+    ``chat_handler`` was given."""
+    return llm._chat_handlers.get(llm.chat_format)
+
+
+def seed_of(llm: Any) -> int | None:
+    """The seed a ``Llama`` draws its next call's seed from (None: not a ``llama_cpp.Llama``)."""
+    seed = getattr(llm, "_seed", None)
+    return None if seed is None else int(seed)
+
+
 def token_text(llm: Any, token: int) -> str:
     """A token's text as the GGUF vocabulary stores it (special tokens included)."""
     return str(llm._model.token_get_text(token))

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from ngramspec.arg_checks import checked_int
 
-__all__ = ["DEFAULT_MAX_DRAFT", "EngineOptions", "add_arguments", "from_arguments", "command_line_options"]
+__all__ = ["DEFAULT_MAX_DRAFT", "EngineOptions", "add_arguments", "command_line_options", "from_arguments",
+           "parse_bool"]
 
 # The policy prices every length against the cost curve and the acceptance it has
 # seen, so the cap only bounds what a long copy may draft: 64, as llama.cpp's own
@@ -87,7 +88,8 @@ def command_line_options() -> list[str]:
     return [name for name, f in _FIELDS.items() if f.metadata["command_line"]]
 
 
-def _parse_bool(text: str) -> bool:
+def parse_bool(text: str) -> bool:
+    """``true``/``false`` (also 1/0, yes/no, on/off) as a command line spells a boolean."""
     value = text.strip().lower()
     if value in ("true", "1", "yes", "on"):
         return True
@@ -105,8 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser | Any, *, style: str = "dash",
     for name in names or command_line_options():
         f = _FIELDS[name]
         flag = "--" + (name.replace("_", "-") if style == "dash" else name)
-        kind: Callable[[str], Any] = _parse_bool if f.type in ("bool", bool) else int
-        metavar = "true|false" if kind is _parse_bool else "N"
+        kind: Callable[[str], Any] = parse_bool if f.type in ("bool", bool) else int
+        metavar = "true|false" if kind is parse_bool else "N"
         parser.add_argument(flag, dest=name, type=kind, default=None, metavar=metavar,
                             help=f"{f.metadata['help']} (default: {str(f.default).lower()})")
 

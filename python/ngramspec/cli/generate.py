@@ -14,13 +14,13 @@ from typing import Any
 from ngramspec.cli.common import DEFAULT_MAX_TOKENS, load_model, read_prediction, read_prompt
 from ngramspec.cli.demo import DEMO_MAX_TOKENS, demo
 from ngramspec.errors import ContextTooSmallError, PromptTooLongError, UserError
+from ngramspec.options import EngineOptions, from_arguments
 
 
 def run(args: argparse.Namespace) -> int:
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UserError("--max-tokens must be >= 1")
-    if args.max_draft is not None and args.max_draft < 0:
-        raise UserError("--max-draft must be >= 0")
+    engine_options(args)   # a bad option is a one-line error before anything loads
     if args.n_ctx != 0 and args.n_ctx < 32:
         raise UserError("--n-ctx must be 0 (the model's training context) or >= 32")
     prediction = read_prediction(args)   # first: with --prediction -, stdin is the prediction's
@@ -68,18 +68,16 @@ def run(args: argparse.Namespace) -> int:
               "ngramspec)", file=sys.stderr)
         print(f"identical text: {'yes' if same else 'NO'}", file=sys.stderr)
     print(_tokens_per_pass_line(spec.last_speculative), file=sys.stderr)
-    if not same and args.temperature <= 0 and not args.inexact:
+    if not same and args.temperature <= 0 and engine_options(args).exact:
         return 1
     return 0
 
 
 def _speculative_llama(llm: Any, args: argparse.Namespace, memory: Any, memory_path: Path | None) -> Any:
-    """The command's SpeculativeLlama: --inexact, --max-draft, --draft-model, --memory."""
+    """The command's SpeculativeLlama: the engine options, --draft-model, --memory."""
     from ngramspec.integrations.wrapper import SpeculativeLlama
 
-    options: dict[str, Any] = {"exact": not args.inexact}
-    if args.max_draft is not None:
-        options["max_draft"] = args.max_draft
+    options: dict[str, Any] = {"options": engine_options(args)}
     if args.draft_model is not None:  # loaded and checked against the target here, so its errors are one line
         from ngramspec.proposers.draft_model import as_draft_proposer
 
@@ -95,6 +93,19 @@ def _speculative_llama(llm: Any, args: argparse.Namespace, memory: Any, memory_p
         return SpeculativeLlama(llm, memory=memory, **options)
     except TokenizerMismatchError as e:
         raise UserError(f"--memory {memory_path or ''}: {e}") from None
+
+
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    """The engine options given on the command line (``--inexact``: ``--exact false``)."""
+    try:
+        options = from_arguments(args)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"--{str(e).replace('_', '-')}") from None
+    if args.inexact:
+        if args.exact is True:
+            raise UserError("--inexact and --exact true contradict each other")
+        options = options.replace(exact=False)
+    return options
 
 
 def _open_memory(args: argparse.Namespace) -> tuple[Any, Path | None]:

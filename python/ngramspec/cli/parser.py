@@ -7,6 +7,7 @@ import argparse
 from ngramspec.cli.common import DEFAULT_MAX_TOKENS
 from ngramspec.cli.demo import DEMO_MAX_TOKENS
 from ngramspec.models import DEFAULT_MODEL
+from ngramspec.options import add_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,11 +41,11 @@ def _add_generate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (speculative); > 0 = sampled")
     g.add_argument("--seed", type=int, default=None)
     g.add_argument("--json", action="store_true", help="print the full response as JSON instead of streaming")
-    g.add_argument("--max-draft", type=int, default=None)
     g.add_argument("--n-ctx", type=int, default=2048)
     g.add_argument("--threads", type=int, default=None,
                    help="llama.cpp threads, for one-token and batched decoding alike (default: llama-cpp-python's)")
-    g.add_argument("--inexact", action="store_true", help="allow verify batch sizes that are not bit-exact")
+    add_arguments(g.add_argument_group("engine options (ngramspec.EngineOptions)"), style="dash")
+    g.add_argument("--inexact", action="store_true", help="the same as --exact false (fast mode)")
     g.add_argument("--draft-model", default=None, metavar="PATH|NAME",
                    help="also draft with this smaller model (same vocabulary): a GGUF path or a name from "
                         "ngramspec.models")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ngramspec._llama import llama_cpp_module
+from ngramspec._llama import llama_cpp_module, vocab_handle
 
 __all__ = ["SamplerState", "TokenArray", "check_grammar"]
 
@@ -56,7 +56,7 @@ def _grammar_sampler(llm: Any, grammar: Any) -> Any:
     text, root = getattr(grammar, "_grammar", None), getattr(grammar, "_root", "root")
     if not isinstance(text, str):
         raise TypeError(f"grammar must be a llama_cpp.LlamaGrammar, got {type(grammar).__name__}")
-    ptr = lc.llama_sampler_init_grammar(llm._model.vocab, text.encode("utf-8"), str(root).encode("utf-8"))
+    ptr = lc.llama_sampler_init_grammar(vocab_handle(llm), text.encode("utf-8"), str(root).encode("utf-8"))
     if not ptr:
         # llama.cpp logs the parse error; plain llama-cpp-python would add the NULL
         # sampler to its chain and crash on the first token.

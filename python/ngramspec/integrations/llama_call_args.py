@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ngramspec._llama import seed_of
 from ngramspec.sampling import SamplingParams
 
 __all__ = ["COMPLETION_PLAIN", "COMPLETION_PLAIN_SAMPLED", "GENERATE_PLAIN", "call_seeds", "check_finite",
@@ -99,7 +100,7 @@ def call_seeds(llm: Any, seed: Any) -> tuple[int | None, int]:
     """(the seed the Llama keeps after this call, the seed this call samples with),
     as llama-cpp-python's ``create_completion`` has them: a given seed becomes the
     Llama's seed; without one, the next seed of the Llama's own sequence
-    (``random.Random(llm._seed)``) does. So ``Llama(seed=...)`` and ``set_seed``
+    (``random.Random`` of the Llama's seed) does. So ``Llama(seed=...)`` and ``set_seed``
     make sampled text reproducible here as they do there (a fresh OS-random seed per
     call made them no-ops). A seed of -1 samples from a fresh random seed, as it
     does there. Nothing is set here: the caller sets the Llama's seed once the
@@ -107,7 +108,7 @@ def call_seeds(llm: Any, seed: Any) -> tuple[int | None, int]:
     if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))):
         raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
     if seed is None:
-        current = getattr(llm, "_seed", None)
+        current = seed_of(llm)
         if current is None:        # not a llama_cpp.Llama: nothing to follow
             return None, random.SystemRandom().randrange(2**32)
         seed = random.Random(current).randint(0, 2**32)

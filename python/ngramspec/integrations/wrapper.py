@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from ngramspec._llama import registered_chat_handler
 from ngramspec.engine.generation import GenerationStream
 from ngramspec.engine.llama_samplers import check_grammar
 from ngramspec.engine.request import check_exact, prompt_tokens_for
@@ -38,6 +39,7 @@ from ngramspec.integrations.llama_call_args import (
     sampling_params,
 )
 from ngramspec.integrations.plain_path import mark_completion, mark_stream
+from ngramspec.options import EngineOptions
 from ngramspec.proposers.prediction import prediction_text
 
 __all__ = ["SpeculativeLlama", "wrap"]
@@ -57,7 +59,8 @@ _WRAPPER_ATTRS = frozenset({"llm", "engine", "last_speculative", "last_plain_rea
 
 
 class SpeculativeLlama:
-    """llm: the ``llama_cpp.Llama`` to speed up. options: ``SpeculativeEngine``'s.
+    """llm: the ``llama_cpp.Llama`` to speed up. options: an ``EngineOptions``, and
+    ``changes``: options on top of it by name (``SpeculativeEngine``'s, as keywords).
     ``exact`` there is the wrapper's default; each call may override it with its
     own ``exact=`` keyword (greedy and sampled requests alike).
 
@@ -67,10 +70,10 @@ class SpeculativeLlama:
     raises RuntimeError. Streams never interleave on one Llama; give each
     concurrent user its own Llama (and wrapper)."""
 
-    def __init__(self, llm: Any, **options: Any) -> None:
+    def __init__(self, llm: Any, options: EngineOptions | None = None, **changes: Any) -> None:
         self._forwarded: set[str] = set()   # names set on the Llama through the wrapper
         self.llm = llm
-        self.engine = SpeculativeEngine(llm, **options)
+        self.engine = SpeculativeEngine(llm, options, **changes)
         self.last_speculative: dict[str, Any] = {}  # the stats of the latest request
         # Why the latest create_completion call was decoded plainly (None: speculative), set
         # when the call is made: a server reads it before a stream's first byte.
@@ -373,7 +376,7 @@ class SpeculativeLlama:
             # handler passes logprobs on only with top_logprobs, and returned none.
             top_logprobs = 0
         llm = self.llm
-        handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
+        handler = (llm.chat_handler or registered_chat_handler(llm)
                    or llama_chat_format.get_chat_completion_handler(llm.chat_format))
         view = _CallView(self, exact=exact, prediction=prediction)
         call: Any = handler   # the handler takes our duck-typed view and logit_bias as Llama passes them
@@ -470,7 +473,7 @@ def _chat_stream(chunks: Iterator[dict[str, Any]], view: _CallView) -> Iterator[
         yield pending
 
 
-def wrap(llm: Any, **options: Any) -> SpeculativeLlama:
-
-    """Shorthand for ``SpeculativeLlama(llm, **options)``."""
-    return SpeculativeLlama(llm, **options)
+def wrap(llm: Any, options: EngineOptions | None = None, **changes: Any) -> SpeculativeLlama:
+    """Shorthand for ``SpeculativeLlama(llm, options, **changes)``: ``llm`` sped up,
+    with an ``EngineOptions`` and/or the options by name (``wrap(llm, exact=False)``)."""
+    return SpeculativeLlama(llm, options, **changes)

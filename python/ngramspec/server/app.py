@@ -1,17 +1,21 @@
 """``ngramspec serve``: llama-cpp-python's OpenAI-compatible server, answering
 through ngramspec's speculative wrapper.
 
-One job: build llama-cpp-python's own FastAPI app (``llama_cpp.server.app.create_app``,
-from the ``llama-cpp-python[server]`` extras) for one model, make its completion
-routes answer through ``SpeculativeLlama``, and run it with uvicorn.
+One job: build a FastAPI app for one model, as llama-cpp-python's server builds
+its own (``llama_cpp.server.app``, from the ``llama-cpp-python[server]`` extras),
+whose completion routes answer through ``SpeculativeLlama``. Each app owns its
+state (``app.state.ngramspec``: the model, its locks, the queue): nothing is written
+into llama-cpp-python's module, so two apps in one process serve their own models.
 
 What is llama-cpp-python's, unchanged: the settings and their command-line spelling
 (``--model``, ``--host``, ``--port``, ``--n_ctx``, ``--n_threads``, ``--api_key``...,
-``llama_cpp.server.settings``), the model loading (``LlamaProxy``), the middleware,
-CORS, API-key check, ``/v1/models``, ``/v1/embeddings``, ``/extras/*``, its request
-types (subclassed here), its one-at-a-time locks (``get_llama_proxy``), its request
-preparation (``prepare_request_resources``) and its SSE (sse-starlette's
-``EventSourceResponse``).
+``llama_cpp.server.settings``), the model loading
+(``LlamaProxy.load_llama_from_model_settings``), the middleware, CORS, the API-key
+check (``authenticate``), the endpoints of ``/v1/models``, ``/v1/embeddings`` and
+``/extras/*`` (added to our router one by one, their model and settings given by
+this app through FastAPI's ``dependency_overrides``), its request types (subclassed
+here), its one-at-a-time double lock (kept per app), its request preparation
+(``prepare_request_resources``) and its SSE (sse-starlette's ``EventSourceResponse``).
 
 What is ours:
 - ``/v1/completions`` and ``/v1/chat/completions`` are replaced by routes that call
@@ -43,20 +47,24 @@ speculation refuses one).
 # the request and response types they name are imported here, not under TYPE_CHECKING.
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 from collections.abc import Sequence
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request, status
+import llama_cpp
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, status
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware import Middleware
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from llama_cpp.server import app as llama_app
 from llama_cpp.server.types import DetokenizeInputRequest, DetokenizeInputResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette_context.middleware import RawContextMiddleware
+from starlette_context.plugins import RequestIdPlugin  # type: ignore[attr-defined]
 
 from ngramspec.errors import UserError
 from ngramspec.server.choices import choice_kwargs, merged_response, n_choices
@@ -112,10 +120,11 @@ async def _answer(request: Any, body: Any, chat: bool) -> Any:
     if body.stream:
         return StreamAnswer(state, body, kwargs, chat, n)  # leaves the queue when it ends
     try:
-        async with contextlib.asynccontextmanager(llama_app.get_llama_proxy)() as proxy:
+        async with state.model() as proxy:
             try:
                 # Our SpeculativeLlama (the proxy's), typed by llama-cpp-python as its Llama.
-                llama: Any = llama_app.prepare_request_resources(body, proxy, body.model, kwargs)
+                llama: Any = llama_app.prepare_request_resources(body, proxy,  # type: ignore[arg-type]
+                                                                 body.model, kwargs)
                 if await request.is_disconnected():
                     raise HTTPException(status_code=status.HTTP_400_BAD_REQUEST, detail="Client closed request")
                 call = llama.create_chat_completion if chat else llama.create_completion
@@ -129,11 +138,19 @@ async def _answer(request: Any, body: Any, chat: bool) -> Any:
         state.leave()
 
 
-#: The model for a route, as llama-cpp-python's routes get it (its locks included).
-_PROXY = Depends(llama_app.get_llama_proxy)
+async def _model(request: Request) -> Any:
+    """The model for a route, held until the response is made: this app's, in
+    arrival order. It stands in for llama-cpp-python's ``get_llama_proxy`` in its
+    routes too (``dependency_overrides``)."""
+    state: ServerState = request.app.state.ngramspec
+    async with state.model() as proxy:
+        yield proxy
 
-#: llama-cpp-python's completion routes as it declares them, read before ours replace
-#: them: their documented responses (JSON, or SSE when stream=True) are ours too.
+
+_PROXY = Depends(_model)
+
+#: llama-cpp-python's completion routes as it declares them: their documented responses
+#: (JSON, or SSE when stream=True) are ours too.
 _THEIRS = {r.path: r for r in llama_app.router.routes if isinstance(r, APIRoute)}
 
 
@@ -189,20 +206,20 @@ _REPLACED = {"/v1/completions", "/v1/engines/copilot-codex/completions", "/v1/ch
              "/extras/detokenize"}
 
 
-def _reroute(router: APIRouter) -> None:
-    """llama-cpp-python's router (a module global that create_app includes): its
-    completion routes removed (ours replace them), the others (/v1/models,
-    /v1/embeddings, /extras/*) kept, with their endpoints, but given our route class
-    so that a malformed body is a 400 there too (theirs answers it with a 500)."""
-    fresh = APIRouter(route_class=SpeculativeRoute)
-    for r in router.routes:
+def _their_routes() -> APIRouter:
+    """llama-cpp-python's other routes (/v1/models, /v1/embeddings, /extras/*), their
+    endpoints added one by one to a router of ours (theirs, a module global, is left
+    as it is), with our route class so that a malformed body is a 400 there too
+    (theirs answers it with a 500)."""
+    router = APIRouter(route_class=SpeculativeRoute)
+    for r in llama_app.router.routes:
         if not isinstance(r, APIRoute) or r.path in _REPLACED:
             continue
         endpoint = _embeddings_if_enabled(r.endpoint) if r.path == "/v1/embeddings" else r.endpoint
-        fresh.add_api_route(r.path, endpoint, methods=sorted(r.methods or ()), dependencies=list(r.dependencies),
-                            summary=r.summary, tags=r.tags, response_model=r.response_model,
-                            responses=r.responses, include_in_schema=r.include_in_schema, name=r.name)
-    router.routes[:] = fresh.routes
+        router.add_api_route(r.path, endpoint, methods=sorted(r.methods or ()), dependencies=list(r.dependencies),
+                             summary=r.summary, tags=r.tags, response_model=r.response_model,
+                             responses=r.responses, include_in_schema=r.include_in_schema, name=r.name)
+    return router
 
 
 def _embeddings_if_enabled(endpoint: Any) -> Any:
@@ -212,7 +229,7 @@ def _embeddings_if_enabled(endpoint: Any) -> Any:
 
     @functools.wraps(endpoint)  # the same signature: FastAPI resolves the same body and dependencies
     async def create_embedding(*args: Any, **kwargs: Any) -> Any:
-        proxy: SpeculativeProxy = kwargs["llama_proxy"]   # create_app's stand-in, for every route
+        proxy: SpeculativeProxy = kwargs["llama_proxy"]   # this app's model (_model)
         if not proxy.wrapper.llm.context_params.embeddings:
             raise ClientError(400, "This server does not compute embeddings: its model was loaded without "
                                    "`--embedding true` (start `ngramspec serve` with it to use /v1/embeddings)",
@@ -236,42 +253,44 @@ def _rpc_model(model_settings: Any, options: ServeOptions) -> RpcModel | None:
     def rebuild(llm: Any, old: Any) -> Any:
         return build_wrapper(llm, options, memory=old.engine.memory)
 
-    return RpcModel(options.rpc, lambda: LlamaProxy.load_llama_from_model_settings(model_settings), rebuild)
+    return RpcModel(options.rpc, functools.partial(LlamaProxy.load_llama_from_model_settings, model_settings),
+                    rebuild)
 
 
 def create_app(server_settings: Any, model_settings: Any, options: ServeOptions | None = None,
                names: Sequence[str] = ()) -> Any:
-    """llama-cpp-python's app for one model, answering through ``SpeculativeLlama``.
+    """The app for one model, answering through ``SpeculativeLlama``.
     ``names``: extra model names a request may use under ``--strict_model_names``
     (besides the alias, the path, its file name and stem); without it, any name is
     this model."""
+    from llama_cpp.server.model import LlamaProxy
+
     options = options or ServeOptions()
     if os.environ.get("CONFIG_FILE"):
         raise UserError("CONFIG_FILE (llama-cpp-python's multi-model config) is not supported by ngramspec serve")
-    _reroute(llama_app.router)
-
-    def create() -> Any:
-        return llama_app.create_app(server_settings=server_settings, model_settings=[model_settings])
-
-    def loaded_llama(_: Any) -> Any:
-        loaded = llama_app._llama_proxy
-        assert loaded is not None  # create_app has set it
-        return loaded()  # the Llama its LlamaProxy loaded with every setting applied
-
+    # The Llama with every model setting applied, as llama-cpp-python's server loads it.
+    load = functools.partial(LlamaProxy.load_llama_from_model_settings, model_settings)
     rpc_model = _rpc_model(model_settings, options)
-    app = create() if rpc_model is None else rpc_model.first(create, loaded_llama)
-    llm = loaded_llama(app)
+    llm = load() if rpc_model is None else rpc_model.first(load)
     wrapper = build_wrapper(llm, options)
+    app = FastAPI(middleware=[Middleware(RawContextMiddleware, plugins=(RequestIdPlugin(),))],
+                  title="ngramspec serve (llama.cpp Python API)", version=llama_cpp.__version__,
+                  root_path=server_settings.root_path)
+    app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_credentials=True, allow_methods=["*"],
+                       allow_headers=["*"])
     if options.memory is not None:
         save_at_shutdown(app, wrapper.engine.memory, options.memory)
     alias = model_settings.model_alias or short_model_id(model_settings.model)
+    # A stand-in for llama-cpp-python's LlamaProxy (the same calls), not a subclass.
     proxy = SpeculativeProxy(wrapper, alias, [alias, model_settings.model, os.path.basename(model_settings.model),
                                               short_model_id(model_settings.model), *names], rpc_model)
-    # What get_llama_proxy hands to every route, ours and theirs: a stand-in for its
-    # LlamaProxy (the same calls), not a subclass.
-    llama_app._llama_proxy = proxy  # type: ignore[assignment]
     app.state.ngramspec = ServerState(proxy, options, server_settings)
     app.include_router(_router())
+    app.include_router(_their_routes())
+    # Their endpoints and their API-key check ask llama-cpp-python's module for the
+    # model and the settings; this app answers for itself.
+    app.dependency_overrides[llama_app.get_llama_proxy] = _model
+    app.dependency_overrides[llama_app.get_server_settings] = lambda: server_settings
 
     async def on_http_error(request: Any, exc: Any) -> Any:
         return error_json(http_error(exc))

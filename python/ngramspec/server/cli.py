@@ -9,11 +9,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import uvicorn
-from llama_cpp.server.cli import _parse_bool_arg, add_args_from_model, parse_model_from_args
+from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
 from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
 
 from ngramspec import models
 from ngramspec.errors import UserError
+from ngramspec.log import show_on_stderr
+from ngramspec.options import add_arguments, from_arguments, parse_bool
 from ngramspec.server.app import create_app
 from ngramspec.server.model import short_model_id
 from ngramspec.server.settings import DEFAULT_MAX_QUEUE, ServeOptions
@@ -22,36 +24,40 @@ from ngramspec.server.shutdown import CancelledLifespanIsShutdown
 __all__ = ["build_parser", "main", "settings_from_args"]
 
 
+#: The help of llama-cpp-python's settings whose default differs here (settings_from_args).
+_OUR_HELP = {
+    "logits_all": "Whether to keep the logits of every position (default: False here: the engine asks for logits "
+                  "only on the rows it verifies)",
+    "interrupt_requests": "Whether a waiting request cuts a running stream short (default: False here)",
+    "n_gpu_layers": "The number of layers to put on the RPC workers (or a GPU); -1 = all (default: all with --rpc, "
+                    "else 0)",
+    "rpc_servers": "The same as --rpc (llama-cpp-python's own spelling, which it ignores)",
+}
+
+
+class _ServeParser(argparse.ArgumentParser):
+    """llama-cpp-python's ``add_args_from_model`` adds its settings one ``add_argument``
+    at a time: those whose default differs here get our help."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if kwargs.get("dest") in _OUR_HELP:
+            kwargs["help"] = _OUR_HELP[kwargs["dest"]]
+        return super().add_argument(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """llama-cpp-python server's arguments (``python -m llama_cpp.server``), then ours."""
-    parser = argparse.ArgumentParser(
+    parser = _ServeParser(
         prog="ngramspec serve", allow_abbrev=False,   # as the CLI's: no option stands for another
         description="OpenAI-compatible server (llama-cpp-python's) with exact n-gram speculative decoding. "
                     "Takes the settings of `python -m llama_cpp.server`, spelled the same way; --model also "
                     "takes a name from ngramspec.models.")
     add_args_from_model(parser, Settings)
-    # Their help prints llama-cpp-python's defaults; ours differ (settings_from_args).
-    for action in parser._actions:
-        if action.dest == "logits_all":
-            action.help = ("Whether to keep the logits of every position (default: False here: the engine asks "
-                           "for logits only on the rows it verifies)")
-        elif action.dest == "interrupt_requests":
-            action.help = ("Whether a waiting request cuts a running stream short (default: False here)")
-        elif action.dest == "n_gpu_layers":
-            action.default = None   # settings_from_args: every layer with --rpc, else llama-cpp-python's 0
-            action.help = ("The number of layers to put on the RPC workers (or a GPU); -1 = all (default: all "
-                           "with --rpc, else 0)")
-        elif action.dest == "rpc_servers":
-            action.help = "The same as --rpc (llama-cpp-python's own spelling, which it ignores)"
     ours = parser.add_argument_group("ngramspec")
-    ours.add_argument("--exact", dest="exact", type=_parse_bool_arg, default=True,
-                      help="verify only with bit-exact batch sizes, so greedy text equals plain decoding "
-                           "(default: true; false = fast mode)")
-    ours.add_argument("--max_draft", dest="max_draft", type=int, default=None,
-                      help="longest draft per verify pass (default: the engine's)")
+    add_arguments(ours, style="underscore")   # the engine's options (ngramspec.EngineOptions)
     ours.add_argument("--max_queue", dest="max_queue", type=int, default=DEFAULT_MAX_QUEUE,
                       help=f"completion requests running or waiting; more get 503 (default: {DEFAULT_MAX_QUEUE})")
-    ours.add_argument("--warmup", dest="warmup", type=_parse_bool_arg, default=True,
+    ours.add_argument("--warmup", dest="warmup", type=parse_bool, default=True,
                       help="before listening, build the engine's verify plan and decode a first token, so the "
                            "engine's first-use measurements (batch invariance, cost curve; cached on disk) are "
                            "not paid by the first request (default: true)")
@@ -62,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="load the model onto these RPC workers (`ngramspec rpc-worker` on each), every layer on "
                            "them unless --n_gpu_layers says otherwise: comma-separated host:port, in order; a lost "
                            "worker fails the requests until it is back, then the model is loaded again (docs/rpc.md)")
-    ours.add_argument("--strict_model_names", dest="strict_model_names", type=_parse_bool_arg, default=False,
+    ours.add_argument("--strict_model_names", dest="strict_model_names", type=parse_bool, default=False,
                       help="answer a request that names another model with 404 model_not_found (default: false: "
                            "serving one model, any name is that model, as llama.cpp's server does)")
     return parser
@@ -75,8 +81,10 @@ def settings_from_args(args: argparse.Namespace) -> tuple[Any, Any, ServeOptions
         raise UserError("--model is required: a GGUF path or one of " + ", ".join(models.MODELS))
     if args.max_queue < 1:
         raise UserError("--max_queue must be >= 1")
-    if args.max_draft is not None and args.max_draft < 0:
-        raise UserError("--max_draft must be >= 0")
+    try:
+        engine = from_arguments(args)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"--{e}") from None
     rpc = _rpc_option(args)
     if args.n_gpu_layers is None:
         args.n_gpu_layers = -1 if rpc else 0
@@ -100,7 +108,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[Any, Any, ServeOptions
         raise UserError(f"--port must be in 0..65535, got {server_settings.port}")
     if args.memory is not None:
         _check_memory_file(args.memory)
-    options = ServeOptions(exact=args.exact, max_draft=args.max_draft, max_queue=args.max_queue,
+    options = ServeOptions(engine=engine, max_queue=args.max_queue,
                            warmup=args.warmup, memory=args.memory, strict_model_names=args.strict_model_names,
                            rpc=rpc)
     return server_settings, model_settings, options, [given]
@@ -161,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ngramspec.models import ModelFetchError
     from ngramspec.rpc.errors import RpcError
 
+    show_on_stderr()   # the server's log lines (warm-up, memory saved, RPC reloads), as the CLI shows them
     args = build_parser().parse_args(argv)
     try:
         server_settings, model_settings, options, names = settings_from_args(args)

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import sys
+import logging
 from typing import Any
 
 __all__ = ["MemorySaver", "save_at_shutdown"]
+
+log = logging.getLogger(__name__)
 
 
 class MemorySaver:
@@ -25,10 +27,9 @@ class MemorySaver:
         self.saved = True
         try:
             self.memory.save(self.path)
-            print(f"ngramspec: memory saved to {self.path}", file=sys.stderr, flush=True)
+            log.info("memory saved to %s", self.path)
         except Exception as e:  # a full disk must not hide the shutdown; say so
-            print(f"ngramspec: could not save the memory to {self.path}: {type(e).__name__}: {e}",
-                  file=sys.stderr, flush=True)
+            log.error("could not save the memory to %s: %s: %s", self.path, type(e).__name__, e)
 
 
 def save_at_shutdown(app: Any, memory: Any, path: str) -> None:

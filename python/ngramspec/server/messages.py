@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ngramspec._llama import eos_bos_text
 from ngramspec.server.errors import ClientError
 
 __all__ = ["ChatMessage", "ChatTemplate", "ResponseFormat", "first_unrenderable", "llama_response_format",
@@ -191,13 +192,8 @@ class ChatTemplate:
         self.renders_tool_calls = handler is not None or fmt in _FUNCTION_FORMATS or "tool_calls" in (template or "")
         self._render: Any = None
         if template:
-            model = llm._model
-
-            def token_text(token: int) -> str:
-                return str(model.token_get_text(token)) if token != -1 else ""
-
-            self._render = llama_chat_format.Jinja2ChatFormatter(
-                template=template, eos_token=token_text(model.token_eos()), bos_token=token_text(model.token_bos()))
+            eos, bos = eos_bos_text(llm)
+            self._render = llama_chat_format.Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
 
     def prepare(self, messages: List[ChatMessage]) -> List[Dict[str, Any]]:
         return renderable_messages(messages, self.vision, self.renders_tool_calls)

@@ -1,8 +1,8 @@
 """The model: llama-cpp-python's ``LlamaProxy`` loads it; requests get the wrapper."""
 from __future__ import annotations
 
+import logging
 import os
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -12,6 +12,8 @@ from ngramspec.integrations.wrapper import wrap
 from ngramspec.server.settings import ServeOptions
 
 __all__ = ["SpeculativeProxy", "build_wrapper", "short_model_id"]
+
+log = logging.getLogger(__name__)
 
 
 class SpeculativeProxy:
@@ -60,7 +62,7 @@ def build_wrapper(llm: Any, options: ServeOptions, memory: Any = None) -> Any:
     # The engine binds the memory to llm's tokenizer as it is built, before anything is
     # measured: a memory of another tokenizer fails startup here (TokenizerMismatchError,
     # one line from main).
-    wrapper = wrap(llm, memory=memory, **options.engine_options())
+    wrapper = wrap(llm, options.engine, memory=memory)
     if options.warmup:
         _warm_up(wrapper)
     return wrapper
@@ -79,6 +81,6 @@ def _warm_up(wrapper: Any) -> None:
         wrapper.engine.prepare()
         llm.eval(llm.tokenize(b"Hello"))
     except Exception as e:  # the requests will say what is wrong; the server still starts
-        print(f"ngramspec: warm-up failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        log.warning("warm-up failed: %s: %s", type(e).__name__, e)
     llm.reset()
-    print(f"ngramspec: warmed up in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    log.info("warmed up in %.1f s", time.perf_counter() - t0)

@@ -9,7 +9,7 @@ which and why; once every worker answers, the model is loaded onto them afresh
 """
 from __future__ import annotations
 
-import sys
+import logging
 from typing import Any, Callable
 
 from ngramspec.rpc.errors import RpcWorkerLost
@@ -17,6 +17,8 @@ from ngramspec.rpc.loading import load_onto, workers_of
 from ngramspec.rpc.workers import connect
 
 __all__ = ["RpcModel"]
+
+log = logging.getLogger(__name__)
 
 
 class RpcModel:
@@ -30,10 +32,10 @@ class RpcModel:
         self.reloads = 0
         self._broken = False
 
-    def first(self, construct: Callable[[], Any], llm_of: Callable[[Any], Any]) -> Any:
-        """``construct()`` (what loads the model at start-up) onto the workers; any
-        worker problem is the start-up's error. ``llm_of(result)`` is its Llama."""
-        return self._onto(construct, llm_of)
+    def first(self, load: Callable[[], Any]) -> Any:
+        """``load()`` (what loads the model at start-up) onto the workers; any worker
+        problem is the start-up's error."""
+        return self._onto(load, lambda made: made)
 
     def current(self, wrapper: Any) -> Any:
         if not self._broken:
@@ -43,13 +45,13 @@ class RpcModel:
                     workers.check()
                 return wrapper
             except RpcWorkerLost as e:
-                print(f"ngramspec: {e}", file=sys.stderr, flush=True)
+                log.warning("%s", e)
                 self._broken = True
                 wrapper.llm.close()    # frees its buffers, so llama.cpp lets go of the lost connection
         llm = self._onto(self._reload, lambda made: made)
         self._broken = False
         self.reloads += 1
-        print(f"ngramspec: model loaded again onto the RPC workers {self.rpc}", file=sys.stderr, flush=True)
+        log.info("model loaded again onto the RPC workers %s", self.rpc)
         return self._rebuild(llm, wrapper)
 
     def _onto(self, construct: Callable[[], Any], llm_of: Callable[[Any], Any]) -> Any:

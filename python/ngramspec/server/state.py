@@ -1,8 +1,13 @@
-"""The server's own state (``app.state.ngramspec``): the model names it answers to,
-the queue count, the options."""
+"""The server's own state (``app.state.ngramspec``): the model and the names it
+answers to, its locks, the queue count, the options. Each app has its own, so two
+apps in one process serve their own models."""
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+
+import anyio
 
 from ngramspec.server.errors import ClientError, as_client_error, raised_by_a_template, template_refusal
 from ngramspec.server.messages import ChatTemplate
@@ -23,6 +28,33 @@ class ServerState:
         self.served = 0
         self.cancelled = 0  # streams that ended before their end: the client went away (or was interrupted)
         self.chat = ChatTemplate(proxy.wrapper.llm)
+        # llama-cpp-python's double lock (its get_llama_proxy), this app's own: requests
+        # take the model in arrival order, and a running stream can see one waiting.
+        self._outer = anyio.Lock()
+        self._inner = anyio.Lock()
+        #: sse-starlette's keep-alive comment, or an empty one under --disable_ping_events.
+        self.ping: Callable[[], bytes] | None = (lambda: b"") if server_settings.disable_ping_events else None
+
+    @contextlib.asynccontextmanager
+    async def model(self) -> AsyncIterator[SpeculativeProxy]:
+        """The model, held until the block ends; requests wait in arrival order."""
+        await self._outer.acquire()
+        release_outer = True
+        try:
+            await self._inner.acquire()
+            try:
+                self._outer.release()
+                release_outer = False
+                yield self.proxy
+            finally:
+                self._inner.release()
+        finally:
+            if release_outer:
+                self._outer.release()
+
+    def someone_waits(self) -> bool:
+        """Whether another request waits for the model (``--interrupt_requests``)."""
+        return self._outer.locked()
 
     def refusal(self, exc: BaseException, body: Any, kwargs: dict[str, Any]) -> BaseException:
         """What a request's call raised, as a 4xx when the request caused it

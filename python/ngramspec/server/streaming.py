@@ -4,13 +4,12 @@ not a broken stream; a client that goes away mid-stream has its generator closed
 under the lock, so the next request finds the context coherent."""
 from __future__ import annotations
 
-import contextlib
 import json
 from typing import Any
 
 import anyio
 from fastapi.responses import Response
-from llama_cpp.server import app as llama_app
+from llama_cpp.server.app import prepare_request_resources
 from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request as StarletteRequest
@@ -48,7 +47,7 @@ def _client_error(exc: Exception, state: ServerState, body: Any, kwargs: dict[st
 
 class StreamAnswer(Response):
     """The ASGI response of a streamed request. It waits for the model lock in
-    the request's own task (llama-cpp-python's FIFO ``get_llama_proxy``), starts
+    the request's own task (the app's FIFO ``ServerState.model``), starts
     the generation, then either answers with a JSON error or streams SSE through
     sse-starlette; the generator is closed before the lock is released, also when
     the client has gone away."""
@@ -61,10 +60,10 @@ class StreamAnswer(Response):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
-            async with contextlib.asynccontextmanager(llama_app.get_llama_proxy)() as proxy:
+            async with self.state.model() as proxy:
                 try:
-                    llama = llama_app.prepare_request_resources(self.request_body, proxy, self.request_body.model,
-                                                                self.kwargs)
+                    llama = prepare_request_resources(self.request_body, proxy,  # type: ignore[arg-type]
+                                                      self.request_body.model, self.kwargs)
                     if await StarletteRequest(scope, receive).is_disconnected():
                         return
                     call = llama.create_chat_completion if self.chat else llama.create_completion
@@ -77,7 +76,7 @@ class StreamAnswer(Response):
                     events = self._events(llama, iterator, first)
                     # llama-cpp-python's factory is typed as returning bytes; it passes it to
                     # sse-starlette (which wants a ServerSentEvent) the same way.
-                    ping = llama_app._ping_message_factory
+                    ping = self.state.ping
                     headers = decoding_headers(getattr(llama, "last_plain_reason", None))
                     await EventSourceResponse(events, sep="\n", headers=headers,
                                               ping_message_factory=ping)(  # type: ignore[arg-type]
@@ -102,7 +101,7 @@ class StreamAnswer(Response):
                 last = finish_response(chunk, stats)
                 completion_tokens += int(last["usage"].get("completion_tokens") or 0)
             yield {"data": json.dumps(chunk)}
-            if self.state.interrupt and llama_app.llama_outer_lock.locked():
+            if self.state.interrupt and self.state.someone_waits():
                 yield {"data": "[DONE]"}
                 return
             try:

@@ -95,6 +95,7 @@ def main() -> int:
                          server_modes=SERVER_MODES if args.llama_server else (), workloads=workloads)
     peaks: dict[str, float] = {}
     try:
+        assert suite.draft_llm is not None
         draft_path = suite.draft_llm.model_path
         prompt_tokens = {(w.name, i.label): len(suite.prompt_ids(i)) for w in suite.workloads for i in w.items}
         runs = suite.run(args.rounds)

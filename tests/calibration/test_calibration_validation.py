@@ -124,7 +124,7 @@ def test_a_failed_attempt_is_measured_again_and_a_pass_is_kept():
     bad = rounds_from(QUIET, 5, jitter=0.5)        # spread 50%
     good = rounds_from(QUIET, 5, jitter=0.02)
     fn, calls = scripted(bad, good)
-    curve = measure_cost_curve(None, [2, 4, 8], repeats=5, attempts=3, time_rounds=fn)
+    curve = measure_cost_curve(None, [2, 4, 8], repeats=5, attempts=3, time_rounds=fn)  # type: ignore[arg-type]
     assert len(calls) == 2 and calls[0][0] == (1, 2, 4, 8)
     assert curve.origin == "measured" and curve.passed and curve.attempts == 2
     assert curve.relative == {b: pytest.approx(r, rel=0.03) for b, r in QUIET.items()}
@@ -136,7 +136,7 @@ def test_a_failed_attempt_is_measured_again_and_a_pass_is_kept():
 def test_a_curve_that_keeps_failing_gives_the_prior_after_a_bounded_number_of_tries():
     spoiled = [{b: 0.01 * r for b, r in LOADED.items()} for _ in range(5)]
     fn, calls = scripted(*[spoiled] * 3)
-    curve = measure_cost_curve(None, range(1, 10), repeats=5, attempts=3, time_rounds=fn)
+    curve = measure_cost_curve(None, range(1, 10), repeats=5, attempts=3, time_rounds=fn)  # type: ignore[arg-type]
     assert len(calls) == 3
     assert curve.origin == "prior" and not curve.passed and "failed validation" in (curve.reason or "")
     assert curve.relative == prior_curve(range(1, 10), "").relative
@@ -144,7 +144,7 @@ def test_a_curve_that_keeps_failing_gives_the_prior_after_a_bounded_number_of_tr
 
 
 def test_stored_form_round_trips_and_bad_values_are_refused():
-    curve = measure_cost_curve(None, [2, 4, 8], time_rounds=scripted(rounds_from(QUIET, 5, 0.01))[0])
+    curve = measure_cost_curve(None, [2, 4, 8], time_rounds=scripted(rounds_from(QUIET, 5, 0.01))[0])  # type: ignore[arg-type]
     back = CostCurveResult.from_json(curve.to_json())
     assert back.origin == "cached" and back.relative == curve.relative and back.measured_at == curve.measured_at
     changes: list[dict[str, Any]] = [
@@ -198,11 +198,11 @@ def test_an_attached_curve_wins():
 def test_a_measurement_that_overruns_its_budget_gives_the_prior_at_once():
     spoiled = [{b: 0.01 * r for b, r in LOADED.items()} for _ in range(5)]
     fn, calls = scripted(*[spoiled] * 3)
-    curve = measure_cost_curve(None, range(1, 10), attempts=3, budget_s=0.0, time_rounds=fn)
+    curve = measure_cost_curve(None, range(1, 10), attempts=3, budget_s=0.0, time_rounds=fn)  # type: ignore[arg-type]
     assert len(calls) == 1 and curve.origin == "prior" and "budget" in (curve.reason or "")
     short = rounds_from(QUIET, 2)              # the timing loop stopped after 2 of 5 rounds
     fn, calls = scripted(short)
-    curve = measure_cost_curve(None, [2, 4, 8], repeats=5, time_rounds=fn)
+    curve = measure_cost_curve(None, [2, 4, 8], repeats=5, time_rounds=fn)  # type: ignore[arg-type]
     assert len(calls) == 1 and curve.origin == "prior" and "budget" in (curve.reason or "")
 
 

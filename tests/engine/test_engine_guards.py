@@ -178,7 +178,7 @@ def test_engine_rejects_bad_settings(llm, kwargs, exc, match):
 
 def test_engine_rejects_non_llama():
     with pytest.raises(TypeError, match="expected a llama_cpp.Llama"):
-        SpeculativeEngine(object())
+        SpeculativeEngine(object())  # type: ignore[arg-type]
 
 
 def test_closed_llama_is_a_clear_error(smollm2_path, invariance):

@@ -335,9 +335,9 @@ def test_verify_token_refuses_a_token_outside_q():
 # -- construction and bad input -----------------------------------------------------------
 def test_not_a_llama(target, draft):
     with pytest.raises(TypeError, match="draft_llm must be a llama_cpp.Llama"):
-        DraftModelProposer(object(), target)
+        DraftModelProposer(object(), target)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="target_llm must be a llama_cpp.Llama"):
-        DraftModelProposer(draft, "model.gguf")
+        DraftModelProposer(draft, "model.gguf")  # type: ignore[arg-type]
 
 
 def test_same_llama_refused(target):

@@ -46,7 +46,7 @@ def test_every_front_end_takes_each_option_by_the_same_name_and_help():
     from ngramspec.cli.parser import build_parser
     from ngramspec.server.cli import build_parser as serve_parser
 
-    generate = build_parser()._subparsers._group_actions[0].choices["generate"]  # type: ignore[union-attr]
+    generate = build_parser()._subparsers._group_actions[0].choices["generate"]  # type: ignore[union-attr,index]
     serve = serve_parser()
     for parser, sep in ((generate, "-"), (serve, "_")):
         found = _engine_arguments(parser)

@@ -16,9 +16,12 @@ The invariance check finds which sizes survive; this module names the causes.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ngramspec.builds import llama_build
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["system_info", "build_features", "invariance_hazards", "is_exact_build", "build_label", "build_tag",
            "INSTALL_COMMAND"]
@@ -43,12 +46,12 @@ def build_features(info: str | None = None) -> dict[str, str]:
     return llama_build.build_features(system_info() if info is None else info)
 
 
-def _flash_attn(llm: Any) -> bool:
+def _flash_attn(llm: Llama) -> bool:
     cp = getattr(llm, "context_params", None)
     return bool(getattr(cp, "flash_attn_type", 0) == 1 or getattr(cp, "flash_attn", False) is True)
 
 
-def invariance_hazards(llm: Any = None, info: str | None = None) -> list[str]:
+def invariance_hazards(llm: Llama | None = None, info: str | None = None) -> list[str]:
     """The build features (and, given a Llama, its settings) that make batched
     verification differ from one-token decoding, each with why; [] for none."""
     features = build_features(info)

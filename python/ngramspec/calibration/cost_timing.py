@@ -27,11 +27,14 @@ import random
 import statistics
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ngramspec import _llama
 from ngramspec.calibration.cost_curve import STATISTIC, CostCurve, CostCurveResult, evaluate_rounds, prior_curve
 from ngramspec.errors import ContextTooSmallError
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["DEFAULT_BUDGET_S", "llm_threads", "measure_cost_curve", "measure_verify_cost"]
 
@@ -48,7 +51,7 @@ _TEXT = ("def total_price(items, tax_rate):\n    subtotal = 0\n    for item in i
 
 
 @contextlib.contextmanager
-def _timed_passes(llm: Any, context_tokens: int, largest: int) -> Iterator[Callable[[int], float]]:
+def _timed_passes(llm: Llama, context_tokens: int, largest: int) -> Iterator[Callable[[int], float]]:
     """Clears the Llama's cache, decodes ``context_tokens`` tokens of ``_TEXT`` (in
     chunks llama.cpp accepts), and yields ``time_pass(b)``: the seconds of one
     decode of ``b`` <= ``largest`` tokens after that prefix, logits on every row (as
@@ -81,7 +84,7 @@ def _timed_passes(llm: Any, context_tokens: int, largest: int) -> Iterator[Calla
         _llama.clear_memory(llm)
 
 
-def measure_verify_cost(llm: Any, max_batch: int, *, reps: int = 5, context_tokens: int = 128,
+def measure_verify_cost(llm: Llama, max_batch: int, *, reps: int = 5, context_tokens: int = 128,
                         progress: bool = False, sizes: Iterable[int] | None = None) -> CostCurve:
     """Median over ``reps`` sweeps of B = 1..max_batch, each pass after
     ``context_tokens`` cached tokens. ``sizes``: time only these (1 and max_batch
@@ -118,7 +121,7 @@ def measure_verify_cost(llm: Any, max_batch: int, *, reps: int = 5, context_toke
     return CostCurve(relative, one)
 
 
-def llm_threads(llm: Any) -> tuple[int, int] | None:
+def llm_threads(llm: Llama) -> tuple[int, int] | None:
     """(n_threads, n_threads_batch) of a Llama's context, if it says."""
     cp: Any = getattr(llm, "context_params", None)
     try:
@@ -127,7 +130,7 @@ def llm_threads(llm: Any) -> tuple[int, int] | None:
         return None
 
 
-def _time_rounds(llm: Any, sizes: list[int], repeats: int, context_tokens: int, rng: random.Random,
+def _time_rounds(llm: Llama, sizes: list[int], repeats: int, context_tokens: int, rng: random.Random,
                  progress: bool, deadline: float = math.inf) -> list[dict[int, float]]:
     """``repeats`` rounds; each times one decode of every size (logits on every
     row, after ``context_tokens`` cached tokens) in a fresh shuffled order.
@@ -148,7 +151,7 @@ def _time_rounds(llm: Any, sizes: list[int], repeats: int, context_tokens: int, 
     return rounds
 
 
-def measure_cost_curve(llm: Any, sizes: Iterable[int], *, repeats: int = 5, attempts: int = 3,
+def measure_cost_curve(llm: Llama, sizes: Iterable[int], *, repeats: int = 5, attempts: int = 3,
                        context_tokens: int = 128, seed: int = 0, progress: bool = False,
                        budget_s: float | None = DEFAULT_BUDGET_S,
                        time_rounds: Callable[..., list[dict[int, float]]] | None = None) -> CostCurveResult:

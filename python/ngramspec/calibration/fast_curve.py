@@ -12,12 +12,15 @@ stored; a failing one gives the stated prior for this process.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ngramspec.calibration.cost_curve import CostCurveResult
 from ngramspec.calibration.cost_timing import measure_cost_curve
 from ngramspec.calibration.invariance import check_sizes
 from ngramspec.calibration.invariance_cache import cache_path, fingerprint
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["fast_sizes", "load_or_measure"]
 
@@ -32,7 +35,7 @@ def fast_sizes(max_batch: int) -> list[int]:
     return check_sizes(max_batch)
 
 
-def load_or_measure(llm: Any, max_batch: int, *, use_cache: bool = True) -> CostCurveResult:
+def load_or_measure(llm: Llama, max_batch: int, *, use_cache: bool = True) -> CostCurveResult:
     """The curve over ``fast_sizes(max_batch)``: the stored one when it covers them,
     else measured (which clears the Llama's KV cache) and, if it passed, stored."""
     sizes = fast_sizes(max_batch)

@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from ngramspec.arg_checks import checked_int
 from ngramspec.calibration.cost_curve import CostCurveResult, prior_curve, validate_curve
 from ngramspec.calibration.cost_timing import llm_threads
 from ngramspec.errors import ContextTooSmallError
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["BatchSizeResult", "InvarianceReport", "check_batch_invariance", "check_sizes", "check_depths",
            "covers", "effective_max_batch", "CHECK_DENSE_UP_TO", "MAX_CHECK_BATCH", "MAX_CHECK_DEPTH",
@@ -85,7 +88,7 @@ def check_sizes(max_batch: int) -> list[int]:
     return sizes
 
 
-def effective_max_batch(llm: Any, max_batch: int) -> int:
+def effective_max_batch(llm: Llama, max_batch: int) -> int:
     """``max_batch`` clamped to what the context decodes in one ubatch,
     min(n_batch, n_ubatch), and to MAX_CHECK_BATCH."""
     top: int = max(1, min(int(max_batch), llm.n_batch, llm.context_params.n_ubatch, MAX_CHECK_BATCH))
@@ -126,7 +129,7 @@ def covers(report_depths: Sequence[int], required: Sequence[int]) -> bool:
     return set(required[:-1]) <= set(report_depths) and max(report_depths) >= required[-1] - MAX_CHECK_BATCH
 
 
-def probe_streams(llm: Any, length: int) -> list[list[int]]:
+def probe_streams(llm: Llama, length: int) -> list[list[int]]:
     """Two token streams of at least ``length`` tokens: code then prose, and prose
     then code, each repeated. At every depth the check decodes the next tokens of
     each, so every depth is probed with two different texts."""
@@ -254,7 +257,7 @@ def _ranges(sizes: Sequence[int]) -> str:
     return ", ".join(out) if out else "none"
 
 
-def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int = SHALLOWEST_DEPTH,
+def check_batch_invariance(llm: Llama, max_batch: int = 16, *, prefix_tokens: int = SHALLOWEST_DEPTH,
                            depths: Sequence[int] | None = None, tokens: Sequence[int] | None = None,
                            progress: bool = False) -> InvarianceReport:
     """For each batch size in ``check_sizes(max_batch)`` (after clamping), at each
@@ -325,7 +328,7 @@ def check_batch_invariance(llm: Any, max_batch: int = 16, *, prefix_tokens: int 
         _llama.clear_memory(llm)
 
 
-def _probe_plan(llm: Any, max_batch: Any, prefix_tokens: Any, depths: Sequence[int] | None,
+def _probe_plan(llm: Llama, max_batch: Any, prefix_tokens: Any, depths: Sequence[int] | None,
                 tokens: Sequence[int] | None) -> tuple[int, list[int], list[list[int]]]:
     """check_batch_invariance's arguments checked: (the clamped max_batch, the depths
     to check at, the probe streams, each long enough for the deepest probe)."""
@@ -355,7 +358,7 @@ def _probe_plan(llm: Any, max_batch: Any, prefix_tokens: Any, depths: Sequence[i
     return int(max_batch), list(depths), streams
 
 
-def _compare_batches(llm: Any, batch: Any, probe: Sequence[int], depth: int, sizes: Sequence[int],
+def _compare_batches(llm: Llama, batch: Any, probe: Sequence[int], depth: int, sizes: Sequence[int],
                      reference: Any, failed: dict[int, tuple[int, int, float]], seconds: dict[int, float]) -> None:
     """Decode each size not yet failed as one batch at ``depth`` and compare its rows
     with the one-token ``reference`` bit for bit; a difference goes in ``failed``,
@@ -378,12 +381,12 @@ def _depth(d: Any) -> int:
     return checked_int(d, "depths", minimum=1, what="ints")
 
 
-def _remove_from(llm: Any, pos: int) -> None:
+def _remove_from(llm: Llama, pos: int) -> None:
     if not _llama.remove_from(llm, pos):
         raise RuntimeError("this model cannot roll back its cache, so batch invariance cannot be probed")
 
 
-def _reference_rows(llm: Any, batch: Any, probe: Sequence[int], depth: int, reference: np.ndarray) -> list[float]:
+def _reference_rows(llm: Llama, batch: Any, probe: Sequence[int], depth: int, reference: np.ndarray) -> list[float]:
     """Decodes ``probe`` one token at a time from ``depth``, as plain decoding does,
     into ``reference``'s rows; returns each decode's seconds."""
     times = []

@@ -34,7 +34,7 @@ import json
 import math
 import operator
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ngramspec.atomic_write import atomic_write_text
 from ngramspec.calibration.cost_curve import CostCurveResult, prior_curve
@@ -49,6 +49,9 @@ from ngramspec.calibration.invariance import (
     effective_max_batch,
 )
 from ngramspec.json_checks import is_int, is_number
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["cache_path", "fingerprint", "load_or_check", "recalibrate", "parse_invariance", "curve_sizes", "withdraw"]
 
@@ -76,7 +79,7 @@ def _file_stamp(path: Path) -> list[Any]:
     return [path.name, st.st_size, st.st_mtime_ns]
 
 
-def fingerprint(llm: Any) -> dict[str, Any]:
+def fingerprint(llm: Llama) -> dict[str, Any]:
     """What the answer depends on: the model file, the llama.cpp build (version,
     CPU features it was built for and runs with, its shared libraries), the
     context settings that choose kernels (threads, batch sizes, KV types, GPU
@@ -211,7 +214,7 @@ def _write(path: Path, data: dict[str, Any]) -> bool:
         return False
 
 
-def _answers(report: InvarianceReport, llm: Any, top: int) -> bool:
+def _answers(report: InvarianceReport, llm: Llama, top: int) -> bool:
     """A stored check answers for sizes up to ``top`` on this context if it reached
     the depths a new check would (or found every size above 1 inexact early)."""
     from ngramspec import _llama
@@ -238,11 +241,11 @@ def curve_sizes(report: InvarianceReport, max_batch: int) -> list[int]:
             if b <= max_batch and (b == 1 or (report.results[b].invariant and timed(b)))] or [1]
 
 
-def _default_measure(llm: Any, sizes: list[int], progress: bool = False) -> CostCurveResult:
+def _default_measure(llm: Llama, sizes: list[int], progress: bool = False) -> CostCurveResult:
     return measure_cost_curve(llm, sizes, progress=progress)
 
 
-def _resolve(llm: Any, max_batch: int, check: Callable[..., InvarianceReport] | None,
+def _resolve(llm: Llama, max_batch: int, check: Callable[..., InvarianceReport] | None,
              measure: Callable[..., CostCurveResult] | None, progress: bool, recheck: bool,
              remeasure: bool) -> InvarianceReport:
     if isinstance(max_batch, bool):
@@ -308,7 +311,7 @@ def _resolve(llm: Any, max_batch: int, check: Callable[..., InvarianceReport] | 
     return report
 
 
-def withdraw(llm: Any, size: int, seen: str, *, store: bool = True) -> Path | None:
+def withdraw(llm: Llama, size: int, seen: str, *, store: bool = True) -> Path | None:
     """Withdraws batch size ``size`` from exact mode on this setup: for every later
     report in this process and, with ``store``, in the cache file (``seen`` says
     what the audit saw). Returns the file written, or None."""
@@ -327,7 +330,7 @@ def withdraw(llm: Any, size: int, seen: str, *, store: bool = True) -> Path | No
     return path if _write(path, data) else None
 
 
-def load_or_check(llm: Any, max_batch: int, check: Callable[..., InvarianceReport] | None = None, *,
+def load_or_check(llm: Llama, max_batch: int, check: Callable[..., InvarianceReport] | None = None, *,
                   measure: Callable[..., CostCurveResult] | None = None,
                   progress: bool = False) -> InvarianceReport:
     """The engine's entry point: the invariance report for this setup, with
@@ -348,7 +351,7 @@ def load_or_check(llm: Any, max_batch: int, check: Callable[..., InvarianceRepor
     return _resolve(llm, max_batch, check, measure, progress, recheck=False, remeasure=False)
 
 
-def recalibrate(llm: Any, max_batch: int, *, recheck: bool = False,
+def recalibrate(llm: Llama, max_batch: int, *, recheck: bool = False,
                 check: Callable[..., InvarianceReport] | None = None,
                 measure: Callable[..., CostCurveResult] | None = None,
                 progress: bool = False) -> InvarianceReport:

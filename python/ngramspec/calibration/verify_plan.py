@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ngramspec.calibration.invariance import InvarianceReport, check_batch_invariance
 
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
 __all__ = ["VerifyPlan", "build_plan", "no_exact_size_warning"]
 
 
-def no_exact_size_warning(llm: Any, report: InvarianceReport) -> str:
+def no_exact_size_warning(llm: Llama, report: InvarianceReport) -> str:
     """The first-use warning of exact mode when no size above 1 is exact: what was
     checked, the causes on this build and setup, and the two ways out."""
     from ngramspec.builds.build_info import INSTALL_COMMAND, invariance_hazards, is_exact_build
@@ -53,7 +56,7 @@ class VerifyPlan:
         return int(sizes[-1]) if len(sizes) else 1
 
 
-def build_plan(llm: Any, *, exact: bool, max_batch: int, can_roll_back: bool,
+def build_plan(llm: Llama, *, exact: bool, max_batch: int, can_roll_back: bool,
                invariance: InvarianceReport | None = None, use_cache: bool = True) -> tuple[VerifyPlan, Any]:
     """The plan for verify batches of up to ``max_batch`` tokens, and the
     invariance report it used (None in fast mode).

@@ -11,6 +11,8 @@ from ngramspec.cli.common import DEFAULT_PROMPT, load_model
 from ngramspec.errors import ContextTooSmallError, UserError
 
 if TYPE_CHECKING:
+    from llama_cpp import Llama
+
     from ngramspec.calibration.invariance import InvarianceReport
 
 #: The doctor's trial: a code edit, as users run it (the refactor of a small function).
@@ -55,7 +57,7 @@ def _print_build(version: str, info: str) -> None:
              if cpu_amx and build_amx else "  -> ok"))
 
 
-def _invariance_report(llm: Any, args: argparse.Namespace) -> InvarianceReport:
+def _invariance_report(llm: Llama, args: argparse.Namespace) -> InvarianceReport:
     """This setup's invariance report with its cost curve: measured again with
     --recalibrate, else what an engine on this setup would use (cached if valid)."""
     from ngramspec.calibration import invariance_cache
@@ -68,7 +70,7 @@ def _invariance_report(llm: Any, args: argparse.Namespace) -> InvarianceReport:
         raise UserError(f"{e}: raise --n-ctx or lower --max-batch") from None
 
 
-def _print_cost_curve(llm: Any, report: InvarianceReport, recalibrated: bool) -> None:
+def _print_cost_curve(llm: Llama, report: InvarianceReport, recalibrated: bool) -> None:
     """The invariance report, the verify-cost curve, where it is stored, and the
     acceptance each draft length needs to pay off."""
     from ngramspec.calibration import invariance_cache
@@ -136,7 +138,7 @@ def _print_verdict(report: InvarianceReport, exact_sizes: list[int], hazards: li
         print("  next: " + "; ".join(nexts))
 
 
-def _trial(llm: Any, max_draft: int) -> dict[str, str]:
+def _trial(llm: Llama, max_draft: int) -> dict[str, str]:
     """One greedy generation each of plain, exact and fast mode on the default
     prompt, from a reset cache, after an untimed warm-up: each mode's decode speed
     (tokens per second) over plain's and whether its text left plain's. One run
@@ -156,6 +158,7 @@ def _trial(llm: Any, max_draft: int) -> dict[str, str]:
     for mode in ("plain", "exact", "fast"):
         llm.reset()
         t0 = time.perf_counter()
+        out: Any
         if mode == "plain":
             out = llm.create_completion(DEFAULT_PROMPT, max_tokens=_TRIAL_TOKENS, temperature=0)
         else:

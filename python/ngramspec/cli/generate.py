@@ -9,12 +9,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ngramspec.cli.common import DEFAULT_MAX_TOKENS, load_model, read_prediction, read_prompt
 from ngramspec.cli.demo import DEMO_MAX_TOKENS, demo
 from ngramspec.errors import ContextTooSmallError, PromptTooLongError, UserError
 from ngramspec.options import EngineOptions, from_arguments
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _speculative_llama(llm: Any, args: argparse.Namespace, memory: Any, memory_path: Path | None) -> Any:
+def _speculative_llama(llm: Llama, args: argparse.Namespace, memory: Any, memory_path: Path | None) -> Any:
     """The command's SpeculativeLlama: the engine options, --draft-model, --memory."""
     from ngramspec.integrations.wrapper import SpeculativeLlama
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ngramspec._llama import llama_cpp_module, vocab_handle
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["SamplerState", "TokenArray", "check_grammar"]
 
@@ -51,7 +54,7 @@ class TokenArray:
         return out
 
 
-def _grammar_sampler(llm: Any, grammar: Any) -> Any:
+def _grammar_sampler(llm: Llama, grammar: Any) -> Any:
     lc = llama_cpp_module()
     text, root = getattr(grammar, "_grammar", None), getattr(grammar, "_root", "root")
     if not isinstance(text, str):
@@ -64,7 +67,7 @@ def _grammar_sampler(llm: Any, grammar: Any) -> Any:
     return ptr
 
 
-def check_grammar(llm: Any, grammar: Any) -> None:
+def check_grammar(llm: Llama, grammar: Any) -> None:
     """ValueError if llama.cpp cannot parse ``grammar`` (a ``LlamaGrammar``)."""
     llama_cpp_module().llama_sampler_free(_grammar_sampler(llm, grammar))
 
@@ -81,7 +84,7 @@ class SamplerState:
         self.recent = recent if recent is not None else []
 
     @classmethod
-    def start(cls, llm: Any, grammar: Any, penalties: tuple[int, float, float, float] | None) -> SamplerState:
+    def start(cls, llm: Llama, grammar: Any, penalties: tuple[int, float, float, float] | None) -> SamplerState:
         """The state before the first generated token: ``grammar`` (a ``LlamaGrammar``)
         parsed, ``penalties`` (last_n, repeat, frequency, presence) with nothing seen.
         Penalties that llama.cpp finds disabled (last_n <= 0, or all neutral) leave

@@ -2,16 +2,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ngramspec import _llama
 
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
 __all__ = ["check_exact", "prompt_tokens_for", "stop_list"]
 
 
-def prompt_tokens_for(llm: Any, prompt: str | Sequence[int]) -> list[int]:
+def prompt_tokens_for(llm: Llama, prompt: str | Sequence[int]) -> list[int]:
     """Tokens exactly as ``Llama.create_completion`` builds them for this prompt."""
     if isinstance(prompt, str):
         return _llama.completion_prompt_tokens(llm, prompt)

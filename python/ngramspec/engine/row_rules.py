@@ -26,7 +26,7 @@ pass starts, because exact mode's audit may choose that pass's targets again.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from ngramspec.arg_checks import checked_int
 from ngramspec.engine.acceptance import pick
 from ngramspec.engine.llama_samplers import SamplerState, TokenArray
 from ngramspec.sampling import SamplingParams, position_uniform, sample, target_distribution, verify_token
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["RowRules", "row_rules_for"]
 
@@ -50,7 +53,7 @@ class RowRules:
         ``min_tokens`` generated tokens (llama-cpp-python's ``MinTokensLogitsProcessor``).
     """
 
-    def __init__(self, llm: Any, *, grammar: Any = None, logit_bias: Mapping[int, float] | None = None,
+    def __init__(self, llm: Llama, *, grammar: Any = None, logit_bias: Mapping[int, float] | None = None,
                  penalties: tuple[int, float, float, float] | None = None, min_tokens: int = 0,
                  eos: int = -1) -> None:
         self.bias = {int(t): float(b) for t, b in (logit_bias or {}).items()}
@@ -181,7 +184,7 @@ class RowRules:
         return targets
 
 
-def row_rules_for(llm: Any, sampling: object, *, grammar: object = None, logit_bias: Any = None,
+def row_rules_for(llm: Llama, sampling: object, *, grammar: object = None, logit_bias: Any = None,
                   penalties: Any = None, min_tokens: object = 0) -> RowRules | None:
     """The rules of one generation, or None when there are none (the engine's plain
     greedy and sampled paths then run as they are). ``logit_bias`` ({id: bias}) and

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ngramspec import _llama
 from ngramspec.calibration.audit import AuditResult, AuditRule
@@ -20,6 +20,9 @@ from ngramspec.drafting.policy_protocol import Policy
 from ngramspec.engine.stats import GenerationStats
 from ngramspec.proposers.base import Proposer
 
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
 __all__ = ["RunHost"]
 
 
@@ -27,7 +30,7 @@ class RunHost(Protocol):
     """The engine, as a generation's run sees it."""
 
     #: The llama_cpp.Llama the engine drives (its context and cache).
-    llm: Any
+    llm: Llama
     #: The engine's default verify mode, and its cap on draft tokens per pass.
     exact: bool
     max_draft: int

@@ -43,6 +43,9 @@ from ngramspec.proposers.ngram import NGramProposer
 from ngramspec.proposers.prediction import PredictionProposer
 from ngramspec.sampling import SamplingParams
 
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
 __all__ = ["DEFAULT_MAX_DRAFT", "SpeculativeEngine"]
 
 
@@ -66,7 +69,7 @@ class SpeculativeEngine:
     its side effects (measuring clears the Llama's KV cache once).
     """
 
-    def __init__(self, llm: Any, options: EngineOptions | None = None, **changes: Any) -> None:
+    def __init__(self, llm: Llama, options: EngineOptions | None = None, **changes: Any) -> None:
         _llama.context_of(llm)
         opts = (options if options is not None else EngineOptions()).replace(**changes)
         self.options = opts

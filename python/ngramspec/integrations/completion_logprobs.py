@@ -12,14 +12,17 @@ them, for the whole completion or for the tokens a stream chunk carries.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ngramspec.engine.logprobs import TokenLogprobs
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["completion_logprobs"]
 
 
-def completion_logprobs(llm: Any, prompt: Any, tokens: Sequence[int], recorded: TokenLogprobs, start: int = 0,
+def completion_logprobs(llm: Llama, prompt: Any, tokens: Sequence[int], recorded: TokenLogprobs, start: int = 0,
                         end: int | None = None) -> dict[str, Any]:
     """Plain's ``logprobs`` object for ``tokens[start:end]`` of a completion of ``prompt``."""
     out: dict[str, Any] = {"tokens": [], "text_offset": [], "token_logprobs": [], "top_logprobs": []}

@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ngramspec._llama import seed_of
 from ngramspec.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["COMPLETION_PLAIN", "COMPLETION_PLAIN_SAMPLED", "GENERATE_PLAIN", "call_seeds", "check_finite",
            "check_token_ids", "in_use", "is_greedy", "logit_bias_map", "min_tokens_of", "plain_reason",
@@ -96,7 +99,7 @@ def check_finite(values: dict[str, Any]) -> None:
 _RANDOM_SEED = 0xFFFFFFFF
 
 
-def call_seeds(llm: Any, seed: Any) -> tuple[int | None, int]:
+def call_seeds(llm: Llama, seed: Any) -> tuple[int | None, int]:
     """(the seed the Llama keeps after this call, the seed this call samples with),
     as llama-cpp-python's ``create_completion`` has them: a given seed becomes the
     Llama's seed; without one, the next seed of the Llama's own sequence
@@ -153,7 +156,7 @@ def logit_bias_map(logit_bias: Any, n_vocab: int) -> dict[int, float]:
     return out
 
 
-def sampling_params(llm: Any, *, temperature: float, top_k: int, top_p: float, min_p: float, typical_p: float,
+def sampling_params(llm: Llama, *, temperature: float, top_k: int, top_p: float, min_p: float, typical_p: float,
                      repeat_penalty: float, frequency_penalty: float, presence_penalty: float,
                      logit_bias: dict[int, float] | None, seed: int) -> SamplingParams:
     """A sampled request's parameters, as llama-cpp-python's sampler applies them."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ngramspec._llama import registered_chat_handler
 from ngramspec.engine.generation import GenerationStream
@@ -41,6 +41,9 @@ from ngramspec.integrations.llama_call_args import (
 from ngramspec.integrations.plain_path import mark_completion, mark_stream
 from ngramspec.options import EngineOptions
 from ngramspec.proposers.prediction import prediction_text
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["SpeculativeLlama", "wrap"]
 
@@ -70,7 +73,7 @@ class SpeculativeLlama:
     raises RuntimeError. Streams never interleave on one Llama; give each
     concurrent user its own Llama (and wrapper)."""
 
-    def __init__(self, llm: Any, options: EngineOptions | None = None, **changes: Any) -> None:
+    def __init__(self, llm: Llama, options: EngineOptions | None = None, **changes: Any) -> None:
         self._forwarded: set[str] = set()   # names set on the Llama through the wrapper
         self.llm = llm
         self.engine = SpeculativeEngine(llm, options, **changes)
@@ -218,12 +221,12 @@ class SpeculativeLlama:
         if not stream:
             with engine.lock:
                 engine.begin_generation()
-                out: dict[str, Any] = self.llm.create_completion(**kwargs)
+                out: Any = self.llm.create_completion(**kwargs)   # not streamed: a dict
             self.last_speculative = mark_completion(out, reason)["speculative"]
             return out
         with engine.lock:   # plain raises bad arguments at its first next(): ours when called
             engine.begin_generation()
-            chunks = iter(self.llm.create_completion(**kwargs))
+            chunks: Iterator[Any] = iter(self.llm.create_completion(**kwargs))
             first = next(chunks, None)
         prompt, suffix = kwargs["prompt"], kwargs["suffix"]
         n_prompt = len(prompt_tokens_for(self.llm, prompt)) if suffix is None else 0
@@ -377,7 +380,7 @@ class SpeculativeLlama:
             top_logprobs = 0
         llm = self.llm
         handler = (llm.chat_handler or registered_chat_handler(llm)
-                   or llama_chat_format.get_chat_completion_handler(llm.chat_format))
+                   or llama_chat_format.get_chat_completion_handler(str(llm.chat_format)))
         view = _CallView(self, exact=exact, prediction=prediction)
         call: Any = handler   # the handler takes our duck-typed view and logit_bias as Llama passes them
         out: Any = call(
@@ -473,7 +476,7 @@ def _chat_stream(chunks: Iterator[dict[str, Any]], view: _CallView) -> Iterator[
         yield pending
 
 
-def wrap(llm: Any, options: EngineOptions | None = None, **changes: Any) -> SpeculativeLlama:
+def wrap(llm: Llama, options: EngineOptions | None = None, **changes: Any) -> SpeculativeLlama:
     """Shorthand for ``SpeculativeLlama(llm, options, **changes)``: ``llm`` sped up,
     with an ``EngineOptions`` and/or the options by name (``wrap(llm, exact=False)``)."""
     return SpeculativeLlama(llm, options, **changes)

@@ -43,7 +43,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -52,6 +52,9 @@ from ngramspec.arg_checks import checked_int
 from ngramspec.proposers.base import EMPTY_TOKENS, CostlyProposer, Proposal
 from ngramspec.proposers.draft_model_loading import check_compatible, is_llama, load_draft_model, memory_report
 from ngramspec.sampling import SamplingParams, position_uniform, sample, target_distribution
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["DEFAULT_DRAFT_PRIOR", "DRAFT_STREAM", "N_DRAFT_BUCKETS", "DraftModelProposer", "as_draft_proposer"]
 
@@ -91,7 +94,7 @@ class DraftModelProposer(CostlyProposer):
 
     name: ClassVar[str] = "draft_model"
 
-    def __init__(self, draft_llm: Any, target_llm: Any, *, sampling: SamplingParams | None = None,
+    def __init__(self, draft_llm: Llama, target_llm: Llama, *, sampling: SamplingParams | None = None,
                  sample_draft: bool = True, draft_temperature: float | None = None,
                  n_buckets: int = N_DRAFT_BUCKETS, prior: float = DEFAULT_DRAFT_PRIOR,
                  lazy_prefill: bool = False, check_tokenizer: bool = True) -> None:
@@ -367,7 +370,7 @@ class DraftModelProposer(CostlyProposer):
         return memory_report(self.draft, self.target)
 
 
-def as_draft_proposer(draft_model: Any, target_llm: Any, **options: Any) -> DraftModelProposer:
+def as_draft_proposer(draft_model: Any, target_llm: Llama, **options: Any) -> DraftModelProposer:
     """``SpeculativeEngine(draft_model=...)``'s argument as a proposer: a
     ``DraftModelProposer`` (built for this target), a ``llama_cpp.Llama``, or a
     GGUF path / model name (loaded with ``load_draft_model``). The prompt is

@@ -8,9 +8,12 @@ costs in memory; ``load_draft_model`` opens one sized for its target.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ngramspec import _llama
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["check_compatible", "is_llama", "load_draft_model", "memory_report"]
 
@@ -20,7 +23,7 @@ def is_llama(obj: Any) -> bool:
     return isinstance(obj, _llama.llama_cpp_module().Llama)
 
 
-def check_compatible(draft_llm: Any, target_llm: Any, *, check_tokenizer: bool = True) -> None:
+def check_compatible(draft_llm: Llama, target_llm: Llama, *, check_tokenizer: bool = True) -> None:
     """Raise TypeError / ValueError unless ``draft_llm`` can draft for ``target_llm``:
     two distinct, open ``llama_cpp.Llama`` objects with the same vocabulary size,
     the same BOS/EOS/EOT ids, the same token texts (on a sample of ids), a cache
@@ -63,7 +66,7 @@ def check_compatible(draft_llm: Any, target_llm: Any, *, check_tokenizer: bool =
 _BYTES_PER_KV_ELEMENT = {0: 4.0, 1: 2.0, 30: 2.0, 8: 34 / 32, 2: 20 / 32, 3: 24 / 32}
 
 
-def _kv_bytes(llm: Any) -> int:
+def _kv_bytes(llm: Llama) -> int:
     """KV cache size estimate: n_ctx x layers x kv heads x head size x (K + V)."""
     llama_cpp = _llama.llama_cpp_module()
     model = _llama.model_handle(llm)
@@ -77,7 +80,7 @@ def _kv_bytes(llm: Any) -> int:
     return int(llm.n_ctx() * n_layer * n_head_kv * head_dim * (per_k + per_v))
 
 
-def memory_report(draft_llm: Any, target_llm: Any) -> dict[str, int]:
+def memory_report(draft_llm: Llama, target_llm: Llama) -> dict[str, int]:
     """Bytes the two models hold: weights (llama_model_size) and an estimate of
     each KV cache. The draft model's share is what it adds to the target alone."""
     llama_cpp = _llama.llama_cpp_module()
@@ -90,7 +93,7 @@ def memory_report(draft_llm: Any, target_llm: Any) -> dict[str, int]:
     return out
 
 
-def load_draft_model(model: str | os.PathLike[str], target_llm: Any, **llama_kwargs: Any) -> Any:
+def load_draft_model(model: str | os.PathLike[str], target_llm: Llama, **llama_kwargs: Any) -> Any:
     """A ``llama_cpp.Llama`` for a draft model (a GGUF path or a name from
     ``ngramspec.models``) whose context covers ``target_llm``'s, with the target's
     n_batch, n_ubatch and thread counts unless ``llama_kwargs`` say otherwise."""

@@ -21,10 +21,13 @@ import re
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ngramspec import _llama, _rpc
 from ngramspec.rpc.workers import RpcWorkers, connect
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["Placement", "load", "load_onto", "onto", "attach", "with_rpc_defaults", "placement", "workers_of",
            "rpc_fingerprint"]
@@ -83,7 +86,7 @@ def onto(workers: RpcWorkers) -> Iterator[tuple[list[str], Any]]:
         yield lines, array
 
 
-def attach(llm: Any, workers: RpcWorkers, log_lines: Sequence[str], devices: Any) -> Placement:
+def attach(llm: Llama, workers: RpcWorkers, log_lines: Sequence[str], devices: Any) -> Placement:
     """Makes a Llama loaded ``onto`` the workers check them around every decode, and
     records where its weights went."""
     _llama.after_each_decode(llm, workers.check)
@@ -121,13 +124,13 @@ def load_onto(workers: RpcWorkers, construct: Callable[[], Any],
     return made
 
 
-def placement(llm: Any) -> Placement | None:
+def placement(llm: Llama) -> Placement | None:
     """Where a model loaded over workers put its weights (None: not loaded over workers here)."""
     found = _attached.get(llm)
     return None if found is None else found[1]
 
 
-def workers_of(llm: Any) -> RpcWorkers | None:
+def workers_of(llm: Llama) -> RpcWorkers | None:
     found = _attached.get(llm)
     return None if found is None else found[0]
 
@@ -147,7 +150,7 @@ def _placement(lines: Sequence[str], workers: RpcWorkers) -> Placement:
     return out
 
 
-def rpc_fingerprint(llm: Any) -> dict[str, Any] | None:
+def rpc_fingerprint(llm: Llama) -> dict[str, Any] | None:
     """What of a Llama's RPC set-up a cached measurement depends on (the workers'
     kernels, and how the layers are split among them); None for a model that uses
     no worker. A model loaded here names its workers; one the user loaded over RPC

@@ -50,7 +50,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llama_cpp
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, status
@@ -85,6 +85,9 @@ from ngramspec.server.settings import ServeOptions
 from ngramspec.server.state import ServerState
 from ngramspec.server.streaming import StreamAnswer
 from ngramspec.server.types import NOT_KWARGS, ChatCompletionRequest, CompletionRequest
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["create_app"]
 
@@ -250,7 +253,7 @@ def _rpc_model(model_settings: Any, options: ServeOptions) -> RpcModel | None:
     if model_settings.tensor_split is not None:
         with_rpc_defaults({"tensor_split": model_settings.tensor_split}, len(options.rpc.split(",")))
 
-    def rebuild(llm: Any, old: Any) -> Any:
+    def rebuild(llm: Llama, old: Any) -> Any:
         return build_wrapper(llm, options, memory=old.engine.memory)
 
     return RpcModel(options.rpc, functools.partial(LlamaProxy.load_llama_from_model_settings, model_settings),

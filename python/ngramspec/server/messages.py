@@ -26,12 +26,15 @@ first message it fails on (``first_unrenderable``).
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ngramspec._llama import eos_bos_text
 from ngramspec.server.errors import ClientError
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["ChatMessage", "ChatTemplate", "ResponseFormat", "first_unrenderable", "llama_response_format",
            "renderable_messages"]
@@ -180,7 +183,7 @@ class ChatTemplate:
     and (for a GGUF Jinja template) a formatter to find the message a failing
     template stops at."""
 
-    def __init__(self, llm: Any) -> None:
+    def __init__(self, llm: Llama) -> None:
         from llama_cpp import llama_chat_format
 
         handler, fmt = llm.chat_handler, llm.chat_format or ""

@@ -5,11 +5,14 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ngramspec import models
 from ngramspec.integrations.wrapper import wrap
 from ngramspec.server.settings import ServeOptions
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 __all__ = ["SpeculativeProxy", "build_wrapper", "short_model_id"]
 
@@ -49,7 +52,7 @@ def short_model_id(given: str) -> str:
     return stem if ext.lower() == ".gguf" and stem else name
 
 
-def build_wrapper(llm: Any, options: ServeOptions, memory: Any = None) -> Any:
+def build_wrapper(llm: Llama, options: ServeOptions, memory: Any = None) -> Any:
     """The server's one wrapper (one engine, holding the ``--memory`` if given, or
     ``memory``: the one the previous wrapper held), warmed up unless ``--warmup false``."""
     path = options.memory

@@ -4,12 +4,15 @@ model's figures for the draft-model methods."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ngramspec.suite.loading import draft_proposer
 from ngramspec.suite.methods import PREDICTION_METHODS
 from ngramspec.suite.run_record import FirstTokenClock, Run
 from ngramspec.suite.sources import Item
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 
 class InProcessMethods:
@@ -18,7 +21,7 @@ class InProcessMethods:
     second). ``Suite`` holds one; a worker in another Python holds another
     (other_build.py)."""
 
-    def __init__(self, llm: Any, engines: dict[str, Any], lookup: Any = None, draft_llm: Any = None) -> None:
+    def __init__(self, llm: Llama, engines: dict[str, Any], lookup: Any = None, draft_llm: Llama | None = None) -> None:
         self.llm, self.engines, self.lookup, self.draft_llm = llm, engines, lookup, draft_llm
 
     def run_once(self, method: str, workload: str, item: Item, round_: int) -> Run:
@@ -33,7 +36,8 @@ class InProcessMethods:
                 engine = self.engines[method]
                 drafter = draft_proposer(engine)
                 if drafter is not None:
-                    self.draft_llm.reset()   # no draft prompt cached from another method's run
+                    if self.draft_llm is not None:
+                        self.draft_llm.reset()   # no draft prompt cached from another method's run
                     before = _draft_counters(drafter, engine)
                     t0 = time.perf_counter()
                 gen = engine.generate(item.prompt, max_tokens=item.max_tokens, stop=stop, stopping_criteria=clock,
@@ -47,8 +51,10 @@ class InProcessMethods:
             llm = self.llm if method == "plain" else self.lookup
             assert llm is not None, f"{method} has no Llama"
             llm.reset()
-            out = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=stop,
-                                        stopping_criteria=clock, grammar=_grammar(item))
+            # The clock is a callable, as a StoppingCriteriaList is (one call less per token).
+            out: Any = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=stop,
+                                             stopping_criteria=clock,  # type: ignore[arg-type]
+                                             grammar=_grammar(item))
             t1 = time.perf_counter()
             return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
                        out["usage"]["completion_tokens"], out["choices"][0]["text"])

@@ -3,10 +3,13 @@ ngramspec method, its SpeculativeEngine (the options in methods.ENGINE_OPTIONS).
 The suite, the peak-RSS probe and the other build's worker all load through here."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.methods import ENGINE_OPTIONS, LOOKUP_PRED_TOKENS, draft_model_for
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 
 def model_path(model: str) -> str:
@@ -34,7 +37,7 @@ def load(path: str, method: str, n_ctx: int, threads: int | None, settings: Llam
     return load_llama(path, rpc=rpc, **kwargs)
 
 
-def make_engine(llm: Any, method: str, **extra: Any) -> Any:
+def make_engine(llm: Llama, method: str, **extra: Any) -> Any:
     """The SpeculativeEngine for an ngramspec method, ``extra`` (e.g. invariance,
     or draft_model: a loaded draft Llama) added."""
     from ngramspec.engine.speculative_engine import SpeculativeEngine

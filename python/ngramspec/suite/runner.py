@@ -6,7 +6,7 @@ run_record.py says; this module only puts them side by side.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ngramspec.suite import sources
 from ngramspec.suite.in_process import InProcessMethods
@@ -25,6 +25,9 @@ from ngramspec.suite.methods import (
 from ngramspec.suite.other_build import OtherBuild
 from ngramspec.suite.run_record import Run
 from ngramspec.suite.sources import Item, Workload
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 
 def _run_server(server: Any, method: str, workload: str, item: Item, round_: int) -> Run:
@@ -101,7 +104,7 @@ class Suite:
             sizes=check_sizes(MEASURED_MAX_BATCH))
         # The draft-model methods share one draft Llama (target's n_ctx and threads),
         # loaded only when one of them runs; reset before each of their runs.
-        self.draft_llm: Any = None
+        self.draft_llm: Llama | None = None
         if any(m in DRAFT_METHODS for m in self.methods):
             from ngramspec.proposers.draft_model_loading import load_draft_model
 
@@ -170,8 +173,9 @@ class Suite:
         self.llm.close()
         if self.lookup is not None:
             self.lookup.close()
-        if getattr(self, "draft_llm", None) is not None:
-            self.draft_llm.close()
+        draft_llm = getattr(self, "draft_llm", None)
+        if draft_llm is not None:
+            draft_llm.close()
 
     def workload(self, name: str) -> Workload:
         for w in self.workloads:

@@ -20,10 +20,13 @@ import statistics
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ngramspec import _llama
 from ngramspec.errors import MissingChatTemplateError, NgramspecError
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 # HumanEval's own stop sequences (Chen et al., 2021): the completion ends where the
 # next top-level statement would begin.
@@ -76,7 +79,7 @@ def check_installed(plots: bool) -> None:
         require_dist("matplotlib")
 
 
-def chat_formatter(llm: Any) -> Callable[[list[dict[str, str]]], str]:
+def chat_formatter(llm: Llama) -> Callable[[list[dict[str, str]]], str]:
     """Messages -> prompt text, with the model's own chat template, formatted by
     llama-cpp-python exactly as ``Llama`` sets up its default chat handler."""
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -254,7 +257,7 @@ DEFAULT_WORKLOADS = ("code_completion", "code_editing", "structured_extraction",
 OPTIONAL_WORKLOADS = ("predicted_edit", "schema_extraction")
 
 
-def build(llm: Any, quick: bool, names: Sequence[str] | None = None) -> list[Workload]:
+def build(llm: Llama, quick: bool, names: Sequence[str] | None = None) -> list[Workload]:
     """The workloads named (default: DEFAULT_WORKLOADS; the long-output ones of
     ``long_sources`` too), formatted for ``llm``, in the order given: one short
     item each when ``quick`` (the long-output workloads keep their two long items)."""

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from ngramspec.rpc import protocol
-from ngramspec.rpc.errors import RpcProtocolMismatch, RpcWorkerError
+from ngramspec.rpc.errors import RpcProtocolMismatchError, RpcWorkerError
 from ngramspec.suite.llama_server import free_port
 from tests.support.fake_rpc_worker import FakeWorker
 
@@ -36,7 +36,7 @@ def test_an_unknown_host_name():
 def test_another_protocol_version_is_a_mismatch(version):
     worker = FakeWorker(version=version)
     try:
-        with pytest.raises(RpcProtocolMismatch, match=f"speaks RPC protocol {'.'.join(map(str, version))}, "
+        with pytest.raises(RpcProtocolMismatchError, match=f"speaks RPC protocol {'.'.join(map(str, version))}, "
                                                       "this llama-cpp-python speaks 7.0.0"):
             protocol.handshake("127.0.0.1", worker.port, timeout=2)
     finally:
@@ -54,7 +54,7 @@ def test_a_newer_patch_level_is_compatible():
 def test_an_answer_of_another_size_is_a_mismatch():
     worker = FakeWorker(hello_size=12)
     try:
-        with pytest.raises(RpcProtocolMismatch, match="answered the handshake with 12 bytes, not 28"):
+        with pytest.raises(RpcProtocolMismatchError, match="answered the handshake with 12 bytes, not 28"):
             protocol.handshake("127.0.0.1", worker.port, timeout=2)
     finally:
         worker.close()
@@ -63,7 +63,7 @@ def test_an_answer_of_another_size_is_a_mismatch():
 def test_a_worker_that_hangs_up_is_not_of_this_protocol():
     worker = FakeWorker(on_command=lambda command, payload: "close")
     try:
-        with pytest.raises(RpcProtocolMismatch, match="closed the connection during the handshake"):
+        with pytest.raises(RpcProtocolMismatchError, match="closed the connection during the handshake"):
             protocol.handshake("127.0.0.1", worker.port, timeout=2)
     finally:
         worker.close()
@@ -99,7 +99,7 @@ def test_something_else_on_the_port():
 
     threading.Thread(target=answer, daemon=True).start()
     try:
-        with pytest.raises(RpcProtocolMismatch):
+        with pytest.raises(RpcProtocolMismatchError):
             protocol.handshake("127.0.0.1", server.getsockname()[1], timeout=2)
     finally:
         server.close()

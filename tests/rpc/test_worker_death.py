@@ -1,6 +1,6 @@
 """A worker that dies in the middle of a decode (a command sent, its answer owed):
 llama.cpp's own RPC client would end the process (GGML_ABORT). Through ngramspec's
-guard the decode returns, ``RpcWorkerLost`` is raised in the driving process, and
+guard the decode returns, ``RpcWorkerLostError`` is raised in the driving process, and
 once the worker is back the model loads onto it again and answers as before.
 
 The driving process is a subprocess (a process keeps the workers it registers);
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.model
 DRIVER = """
 import sys
 from ngramspec import models, wrap
-from ngramspec.rpc import RpcWorkerLost
+from ngramspec.rpc import RpcWorkerLostError
 path, *workers = sys.argv[1:]
 prompt = "Count from 1 to 300, one number per line:\\n1\\n2\\n3\\n4\\n"
 def load():
@@ -35,7 +35,7 @@ sys.stdin.readline()                       # the test arms the tap
 try:
     llm.create_completion(prompt, max_tokens=24, temperature=0)
     print("no error", flush=True)
-except RpcWorkerLost as e:
+except RpcWorkerLostError as e:
     print("lost:", e, flush=True)
 try:
     load()                                 # refused while the lost model is open
@@ -73,7 +73,7 @@ def test_a_worker_killed_with_an_answer_owed(smollm2_path, tmp_path):
             assert lost.startswith(f"lost: RPC worker {taps[1].address} closed the connection while a model used "
                                    "it"), lost
             refused = proc.stdout.readline()
-            assert refused.startswith("reload refused: RpcWorkerLost"), refused
+            assert refused.startswith("reload refused: RpcWorkerLostError"), refused
             b.start()                                 # the same port: the tap relays to it again
             proc.stdin.write("go\n")
             proc.stdin.flush()

@@ -18,11 +18,11 @@ from __future__ import annotations
 from ngramspec.rpc.errors import (
     RpcAddressError,
     RpcError,
-    RpcProtocolMismatch,
-    RpcUnavailable,
+    RpcProtocolMismatchError,
+    RpcUnavailableError,
     RpcWorkerError,
-    RpcWorkerLost,
+    RpcWorkerLostError,
 )
 
-__all__ = ["RpcError", "RpcAddressError", "RpcUnavailable", "RpcWorkerError", "RpcProtocolMismatch",
-           "RpcWorkerLost"]
+__all__ = ["RpcError", "RpcAddressError", "RpcUnavailableError", "RpcWorkerError", "RpcProtocolMismatchError",
+           "RpcWorkerLostError"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ngramspec.errors import NgramspecError
 
-__all__ = ["RpcError", "RpcAddressError", "RpcUnavailable", "RpcWorkerError", "RpcProtocolMismatch",
-           "RpcWorkerLost"]
+__all__ = ["RpcError", "RpcAddressError", "RpcUnavailableError", "RpcWorkerError", "RpcProtocolMismatchError",
+           "RpcWorkerLostError"]
 
 
 class RpcError(NgramspecError):
@@ -16,7 +16,7 @@ class RpcAddressError(RpcError, ValueError):
     """A worker address that is not ``host:port`` (or a list with one repeated)."""
 
 
-class RpcUnavailable(RpcError, RuntimeError):
+class RpcUnavailableError(RpcError, RuntimeError):
     """This llama-cpp-python cannot use workers: built without ``GGML_RPC``, or a
     version whose RPC protocol ngramspec does not know."""
 
@@ -25,10 +25,10 @@ class RpcWorkerError(RpcError, ConnectionError):
     """A worker that cannot be used now: unreachable, refusing, silent, busy."""
 
 
-class RpcProtocolMismatch(RpcWorkerError):
+class RpcProtocolMismatchError(RpcWorkerError):
     """A worker that answers in another RPC protocol version (another llama.cpp)."""
 
 
-class RpcWorkerLost(RpcError, ConnectionError):
+class RpcWorkerLostError(RpcError, ConnectionError):
     """A worker's connection broke while a model used it: the layers it held are
     gone, so the model must be loaded again once the worker is back."""

@@ -16,7 +16,7 @@ marks the connection lost and from then on answers in the worker's place: the
 rest of a half-relayed answer and every later answer are well-formed stand-ins
 (``protocol.stand_in_answer``: zeros, failed allocations). llama.cpp's call
 returns normally with meaningless results, and ``lost`` tells the caller to
-raise ``RpcWorkerLost`` instead of using them (``rpc.workers``).
+raise ``RpcWorkerLostError`` instead of using them (``rpc.workers``).
 
 A lost connection stays lost until llama.cpp closes it (the model and its
 contexts freed); the next connection is relayed to the worker afresh.
@@ -33,6 +33,7 @@ import struct
 import threading
 import time
 
+from ngramspec.errors import NgramspecError
 from ngramspec.rpc import protocol
 from ngramspec.rpc.address import Endpoint
 
@@ -65,7 +66,7 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
     return bytes(buf)
 
 
-class _Lost(Exception):
+class _LostError(NgramspecError):
     """The worker's side of a connection broke; the argument says how."""
 
 
@@ -222,20 +223,20 @@ class _Connection:
                     waiting = self._waiting
                     if waiting is None or waiting[1] != size:
                         expected = "none" if waiting is None else f"{waiting[1]} bytes"
-                        raise _Lost(f"sent an answer of {size} bytes where {expected} was expected "
+                        raise _LostError(f"sent an answer of {size} bytes where {expected} was expected "
                                     "(another RPC protocol?)")
                     self._waiting, due = None, self._due
                 self._relay_answer(waiting[0], head, size)
                 with self._state:
                     if self._due == due:
                         self._due = None
-        except _Lost as e:
+        except _LostError as e:
             self._lose(str(e))
         except OSError as e:
             self._lose(f"the connection broke ({e.strerror or e})")
 
     def _recv_upstream(self, n: int) -> bytes:
-        """n bytes from the worker; _Lost when it closes, breaks, or leaves an
+        """n bytes from the worker; _LostError when it closes, breaks, or leaves an
         answer outstanding for dead_after seconds."""
         assert self.upstream is not None
         buf = bytearray()
@@ -243,17 +244,17 @@ class _Connection:
             try:
                 ready, _, _ = select.select([self.upstream], [], [], _POLL_SECONDS)
             except ValueError:   # closed here: llama.cpp hung up
-                raise _Lost("closed the connection") from None
+                raise _LostError("closed the connection") from None
             if not ready:
                 if self.lost is not None:
-                    raise _Lost(self.lost)
+                    raise _LostError(self.lost)
                 due = self._due
                 if due is not None and time.monotonic() - due[1] > self.guard.dead_after:
-                    raise _Lost(f"did not answer within {self.guard.dead_after:g} s")
+                    raise _LostError(f"did not answer within {self.guard.dead_after:g} s")
                 continue
             chunk = self.upstream.recv(n - len(buf))
             if not chunk:
-                raise _Lost("closed the connection")
+                raise _LostError("closed the connection")
             buf += chunk
         return bytes(buf)
 
@@ -288,7 +289,7 @@ class _Connection:
         """n bytes of an answer from the worker, or None (the connection marked lost)."""
         try:
             return self._recv_upstream(n)
-        except _Lost as e:
+        except _LostError as e:
             self._mark_lost(str(e))
         except OSError as e:
             self._mark_lost(f"the connection broke ({e.strerror or e})")

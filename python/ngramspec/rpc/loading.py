@@ -11,7 +11,7 @@ A model loaded here:
 - splits the layers by the workers' free memory, or by ``tensor_split`` (one
   share per worker device, in order), as llama.cpp does;
 - checks its workers before and after every decode (``rpc.workers``), so a lost
-  worker raises ``RpcWorkerLost`` instead of giving meaningless logits.
+  worker raises ``RpcWorkerLostError`` instead of giving meaningless logits.
 """
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def load_onto(workers: RpcWorkers, construct: Callable[[], Any],
               llm_of: Callable[[Any], Any] = lambda made: made) -> Any:
     """``construct()`` with the model it loads onto ``workers``, then ``attach``ed;
     ``llm_of(result)`` is that Llama (the result itself by default). A worker lost
-    during the load raises ``RpcWorkerLost``, whatever else failed with it."""
+    during the load raises ``RpcWorkerLostError``, whatever else failed with it."""
     with onto(workers) as (lines, devices):
         try:
             made = construct()

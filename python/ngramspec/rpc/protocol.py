@@ -15,7 +15,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from ngramspec.rpc.errors import RpcProtocolMismatch, RpcWorkerError
+from ngramspec.rpc.errors import RpcProtocolMismatchError, RpcWorkerError
 
 __all__ = ["PROTOCOL", "PROTOCOLS", "HELLO", "GET_TENSOR", "ALLOC_BUFFER", "FREE_BUFFER", "SET_TENSOR",
            "GRAPH_COMPUTE", "answer_size", "stand_in_answer", "compatible", "handshake", "hello_request"]
@@ -96,7 +96,7 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
 def handshake(host: str, port: int, timeout: float) -> tuple[int, int, int]:
     """Connects to a worker, asks its protocol version and hangs up. Raises
     ``RpcWorkerError`` (one line, saying why) when there is no usable worker there,
-    ``RpcProtocolMismatch`` when it speaks another protocol version."""
+    ``RpcProtocolMismatchError`` when it speaks another protocol version."""
     where = f"RPC worker {host}:{port}"
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
@@ -120,17 +120,17 @@ def handshake(host: str, port: int, timeout: float) -> tuple[int, int, int]:
                                  f"{timeout:g} s: it is serving another client (a worker serves one at a time) "
                                  "or it is not an RPC worker") from None
         except (EOFError, ConnectionResetError, BrokenPipeError):
-            raise RpcProtocolMismatch(f"{where} closed the connection during the handshake: it is not an RPC "
+            raise RpcProtocolMismatchError(f"{where} closed the connection during the handshake: it is not an RPC "
                                       f"worker of protocol {_dotted(PROTOCOL)} (one built from another "
                                       "llama.cpp?)") from None
         except OSError as e:
             raise RpcWorkerError(f"{where}: the handshake failed ({e.strerror or e})") from None
     if size != HELLO_ANSWER_SIZE:
-        raise RpcProtocolMismatch(f"{where} answered the handshake with {size} bytes, not {HELLO_ANSWER_SIZE}: it "
+        raise RpcProtocolMismatchError(f"{where} answered the handshake with {size} bytes, not {HELLO_ANSWER_SIZE}: it "
                                   f"speaks another RPC protocol than {_dotted(PROTOCOL)}")
     version = (answer[0], answer[1], answer[2])
     if not compatible(version):
-        raise RpcProtocolMismatch(f"{where} speaks RPC protocol {_dotted(version)}, this llama-cpp-python "
+        raise RpcProtocolMismatchError(f"{where} speaks RPC protocol {_dotted(version)}, this llama-cpp-python "
                                   f"speaks {_dotted(PROTOCOL)}: run the worker from the same llama-cpp-python "
                                   "(`ngramspec rpc-worker` of this install)")
     return version

@@ -6,15 +6,15 @@ another protocol version, llama.cpp ends the process).
 
 1. the addresses parse (``RpcAddressError``);
 2. this llama-cpp-python can use workers: built with ``GGML_RPC=ON``, and of a
-   version whose RPC protocol ngramspec knows (``RpcUnavailable``);
+   version whose RPC protocol ngramspec knows (``RpcUnavailableError``);
 3. each worker answers the protocol's handshake with a compatible version, within
-   ``timeout`` seconds (``RpcWorkerError``, ``RpcProtocolMismatch``); two
+   ``timeout`` seconds (``RpcWorkerError``, ``RpcProtocolMismatchError``); two
    addresses of one worker are refused (a worker serves one client at a time);
 4. each worker gets its guard (``rpc.guard``), once per process, and the guard's
    address is registered with ggml as llama.cpp's ``--rpc`` registers a worker.
 
 The result, ``RpcWorkers``, holds the workers' devices (for the model's device
-list) and ``check()``, which raises ``RpcWorkerLost`` once a worker's connection
+list) and ``check()``, which raises ``RpcWorkerLostError`` once a worker's connection
 was lost (the guard answered for it, so what llama.cpp computed is meaningless).
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ngramspec import _rpc
 from ngramspec.rpc import protocol
 from ngramspec.rpc.address import Endpoint, parse_endpoints
-from ngramspec.rpc.errors import RpcAddressError, RpcUnavailable, RpcWorkerError, RpcWorkerLost
+from ngramspec.rpc.errors import RpcAddressError, RpcUnavailableError, RpcWorkerError, RpcWorkerLostError
 from ngramspec.rpc.guard import WorkerGuard
 
 __all__ = ["RpcWorkers", "connect", "HANDSHAKE_SECONDS"]
@@ -53,11 +53,11 @@ class RpcWorkers:
     devices: list[int]
 
     def check(self) -> None:
-        """Raises ``RpcWorkerLost`` if a worker's connection was lost."""
+        """Raises ``RpcWorkerLostError`` if a worker's connection was lost."""
         for guard in self.guards:
             why = guard.lost
             if why is not None:
-                raise RpcWorkerLost(f"RPC worker {guard.worker} {why} while a model used it: the layers it held "
+                raise RpcWorkerLostError(f"RPC worker {guard.worker} {why} while a model used it: the layers it held "
                                     "are gone; close the model and load it again once the worker is back")
 
     def worker_of(self, buffer_name: str) -> Endpoint | None:
@@ -75,11 +75,11 @@ def _check_llama_cpp() -> None:
     if not _rpc.supports_rpc():
         from ngramspec.builds.build_info import INSTALL_COMMAND
 
-        raise RpcUnavailable(f"this llama-cpp-python {version} was built without RPC support (GGML_RPC=ON): "
+        raise RpcUnavailableError(f"this llama-cpp-python {version} was built without RPC support (GGML_RPC=ON): "
                              f"`{INSTALL_COMMAND}` rebuilds it with it")
     if version not in protocol.PROTOCOLS:
         known = ", ".join(protocol.PROTOCOLS)
-        raise RpcUnavailable(f"ngramspec knows the RPC protocol of llama-cpp-python {known}, not of {version}: "
+        raise RpcUnavailableError(f"ngramspec knows the RPC protocol of llama-cpp-python {known}, not of {version}: "
                              "install a known version to use RPC workers")
 
 
@@ -105,7 +105,7 @@ def connect(addresses: str | Iterable[str], *, timeout: float = HANDSHAKE_SECOND
         for e in endpoints:
             guard = _guards.get(e)
             if guard is not None and guard.lost is not None and not guard.wait_until_released(_RELEASE_SECONDS):
-                raise RpcWorkerLost(f"RPC worker {e}: an earlier model lost its connection to it and is still "
+                raise RpcWorkerLostError(f"RPC worker {e}: an earlier model lost its connection to it and is still "
                                     "open; close it (Llama.close()) before loading over this worker again")
             # A worker serves one client at a time: while a model of this process is
             # connected to it, it answers no handshake (and needs none).

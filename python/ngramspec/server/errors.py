@@ -93,11 +93,11 @@ def as_client_error(exc: BaseException, body: Any = None) -> BaseException:
     recognise and reword); never raw Python exception text."""
     if isinstance(exc, ClientError):
         return exc
-    from ngramspec.rpc.errors import RpcError, RpcWorkerLost
+    from ngramspec.rpc.errors import RpcError, RpcWorkerLostError
 
     if isinstance(exc, RpcError):   # a worker is down or was lost: not the request's fault, and temporary
         return ClientError(503, str(exc), type="server_error",
-                           code="rpc_worker_lost" if isinstance(exc, RpcWorkerLost) else "rpc_worker_unavailable")
+                           code="rpc_worker_lost" if isinstance(exc, RpcWorkerLostError) else "rpc_worker_unavailable")
     ours = raised_by_ngramspec(exc)
     if isinstance(exc, NotImplementedError):
         message = str(exc) if ours else "llama-cpp-python does not implement what this request asks for"

@@ -1,7 +1,7 @@
 """``ngramspec serve --rpc``: the model on RPC workers, loaded again after a worker
 was lost.
 
-A worker that dies mid-request ends that request with a 503 (``RpcWorkerLost``:
+A worker that dies mid-request ends that request with a 503 (``RpcWorkerLostError``:
 the layers it held are gone). The model is then closed, and each later request
 first tries to load it again: while a worker is still down it gets a 503 saying
 which and why; once every worker answers, the model is loaded onto them afresh
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from ngramspec.rpc.errors import RpcWorkerLost
+from ngramspec.rpc.errors import RpcWorkerLostError
 from ngramspec.rpc.loading import load_onto, workers_of
 from ngramspec.rpc.workers import connect
 
@@ -44,7 +44,7 @@ class RpcModel:
                 if workers is not None:
                     workers.check()
                 return wrapper
-            except RpcWorkerLost as e:
+            except RpcWorkerLostError as e:
                 log.warning("%s", e)
                 self._broken = True
                 wrapper.llm.close()    # frees its buffers, so llama.cpp lets go of the lost connection

@@ -6,10 +6,6 @@ from typing import TYPE_CHECKING
 from ngramspec._core import NGramPredictor, SuffixMatcher
 from ngramspec.builds.kernel_env import prefer_exact_kernels
 
-# Before llama.cpp first decodes: on an exact build, batches of every size computed as
-# one token is (builds/kernel_env.py says why and what it costs).
-prefer_exact_kernels()
-
 if TYPE_CHECKING:  # the lazy exports, as type checkers should see them
     from ngramspec.calibration.invariance import InvarianceReport, check_batch_invariance
     from ngramspec.engine.generation import Generation
@@ -39,6 +35,7 @@ __all__ = [
     "Memory",
     "MemoryFileError",
     "TokenizerMismatchError",
+    "prefer_exact_kernels",
     "__version__",
 ]
 

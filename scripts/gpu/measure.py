@@ -388,7 +388,7 @@ def main() -> int:
         plan.n_gpu_layers = 0
     opts.work.mkdir(parents=True, exist_ok=True)
     previous = json.loads(opts.resume.read_text()) if opts.resume and opts.resume.is_file() else None
-    import ngramspec  # noqa: F401  - on an exact build its import sets GGML_CPU_TILED_MM=0: record what holds
+    import ngramspec  # noqa: F401  - imported as a user imports it; record the GGML_ variables that hold
 
     environment = {k: v for k, v in sorted(os.environ.items()) if k.startswith("GGML_")}
     results = Results(opts.out, opts.deadline, {**json.loads(opts.setup), "plan": asdict(plan),

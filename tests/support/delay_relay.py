@@ -9,45 +9,26 @@ import socket
 import threading
 import time
 
+from tests.support.relay import Relay
+
 __all__ = ["DelayRelay"]
 
 
-class DelayRelay:
+class DelayRelay(Relay):
     """Listens on 127.0.0.1 (``port``) and relays each connection to ``target``
     (host, port), adding ``rtt_ms / 2`` to each direction."""
 
     def __init__(self, target: tuple[str, int], rtt_ms: float) -> None:
-        self.target, self.one_way = target, rtt_ms / 2000.0
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(16)
-        self.port = self._sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.one_way = rtt_ms / 2000.0
+        super().__init__(target)
 
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._sock.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target)
-            except OSError:
-                client.close()
-                continue
-            for s in (client, upstream):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            for src, dst in ((client, upstream), (upstream, client)):
-                pending: queue.Queue[tuple[float, bytes]] = queue.Queue()
-                threading.Thread(target=self._read, args=(src, pending), daemon=True).start()
-                threading.Thread(target=self._write, args=(dst, pending), daemon=True).start()
+    def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
+        for s in (client, upstream):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for src, dst in ((client, upstream), (upstream, client)):
+            pending: queue.Queue[tuple[float, bytes]] = queue.Queue()
+            threading.Thread(target=self._read, args=(src, pending), daemon=True).start()
+            threading.Thread(target=self._write, args=(dst, pending), daemon=True).start()
 
     def _read(self, src: socket.socket, pending: queue.Queue[tuple[float, bytes]]) -> None:
         while True:

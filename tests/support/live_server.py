@@ -49,36 +49,9 @@ def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
     """``python -m ngramspec serve ARGS --host 127.0.0.1 --port FREE``, healthy, then
     stopped. Fails the test if it does not start, and if its log holds a traceback
     when it stops (a 500's traceback included)."""
-    import pytest
-
-    port = free_port()
-    log = Path(tempfile.mkstemp(prefix="ngramspec-serve-", suffix=".log")[1])
-    cmd = [sys.executable, "-m", "ngramspec", "serve", *args, "--host", "127.0.0.1", "--port", str(port)]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-    srv = Server(proc, f"http://127.0.0.1:{port}", log)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(srv.base + "/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"server did not start in {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-    try:
+    with _running([sys.executable, "-m", "ngramspec", "serve", *args], "ngramspec-serve", "/health",
+                  "server", env) as (srv, log):
         yield srv
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
     text = log.read_text(errors="replace")
     log.unlink()
     assert "Traceback" not in text, text[-4000:]
@@ -89,29 +62,41 @@ def llama_cpp_serving(*args: str) -> Iterator[Server]:
     """llama-cpp-python's own server (``python -m llama_cpp.server ARGS``) from this
     venv on 127.0.0.1, ready, then stopped: the server ``ngramspec serve`` is built on,
     to compare answers with."""
+    with _running([sys.executable, "-m", "llama_cpp.server", *args], "llama-cpp-server", "/v1/models",
+                  "llama-cpp-python's server") as (srv, log):
+        yield srv
+    log.unlink()
+
+
+@contextlib.contextmanager
+def _running(cmd: list[str], prefix: str, ready_path: str, what: str,
+             env: dict[str, str] | None = None) -> Iterator[tuple[Server, Path]]:
+    """``cmd`` with ``--host 127.0.0.1 --port P`` on a free port, its output in a log
+    file, until ``ready_path`` answers 200; stopped when the block ends. Fails the test
+    if it exits or does not answer in time."""
     import pytest
 
     port = free_port()
-    log = Path(tempfile.mkstemp(prefix="llama-cpp-server-", suffix=".log")[1])
-    cmd = [sys.executable, "-m", "llama_cpp.server", *args, "--host", "127.0.0.1", "--port", str(port)]
+    log = Path(tempfile.mkstemp(prefix=f"{prefix}-", suffix=".log")[1])
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([*cmd, "--host", "127.0.0.1", "--port", str(port)], stdout=out,
+                                stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     srv = Server(proc, f"http://127.0.0.1:{port}", log)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if proc.poll() is not None:
-            pytest.fail(f"llama-cpp-python's server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            pytest.fail(f"{what} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
         try:
-            if httpx.get(srv.base + "/v1/models", timeout=2).status_code == 200:
+            if httpx.get(srv.base + ready_path, timeout=2).status_code == 200:
                 break
         except httpx.HTTPError:
             pass
         if time.monotonic() > deadline:
             proc.kill()
-            pytest.fail(f"llama-cpp-python's server did not start in {START_TIMEOUT_S} s")
+            pytest.fail(f"{what} did not start in {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
         time.sleep(0.2)
     try:
-        yield srv
+        yield srv, log
     finally:
         proc.terminate()
         try:
@@ -119,4 +104,3 @@ def llama_cpp_serving(*args: str) -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log.unlink()

@@ -10,6 +10,8 @@ import struct
 import threading
 from collections.abc import Callable
 
+from tests.support.relay import Relay
+
 __all__ = ["TapRelay"]
 
 
@@ -23,38 +25,17 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
     return bytes(data)
 
 
-class TapRelay:
+class TapRelay(Relay):
     """Listens on 127.0.0.1 (``address``), relays to ``target``; ``on_command(command,
     payload)`` runs before each command is relayed."""
 
     def __init__(self, target: tuple[str, int], on_command: Callable[[int, bytes], None]) -> None:
-        self.target, self.on_command = target, on_command
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(16)
-        self.port = self._sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.on_command = on_command
+        super().__init__(target)
 
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._sock.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target)
-            except OSError:
-                client.close()
-                continue
-            threading.Thread(target=self._commands, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._answers, args=(upstream, client), daemon=True).start()
+    def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
+        threading.Thread(target=self._commands, args=(client, upstream), daemon=True).start()
+        threading.Thread(target=self._answers, args=(upstream, client), daemon=True).start()
 
     def _commands(self, src: socket.socket, dst: socket.socket) -> None:
         with contextlib.suppress(OSError):

@@ -179,24 +179,23 @@ class _Connection:
             if answer is not None:
                 self._stand_in(command, answer)
             return
+        self._send_up(head + payload)
+
+    def _send_up(self, data: bytes) -> bool:
+        """Sends ``data`` to the worker; False (and the worker lost) when the connection broke."""
         assert self.upstream is not None
         try:
-            self.upstream.sendall(head + payload)
+            self.upstream.sendall(data)
         except OSError as e:
             self._lose(f"the connection broke ({e.strerror or e})")
+            return False
+        return True
 
     def _relay_large(self, head: bytes, size: int) -> bool:
         """A command too large to hold (weights, a large graph), relayed piece by
         piece; commands this large are never answered. False at the end of
         llama.cpp's stream."""
-        sending = self.lost is None
-        if sending:
-            assert self.upstream is not None
-            try:
-                self.upstream.sendall(head)
-            except OSError as e:
-                self._lose(f"the connection broke ({e.strerror or e})")
-                sending = False
+        sending = self.lost is None and self._send_up(head)
         left = size
         while left:
             piece = self.client.recv(min(left, _CHUNK))
@@ -204,12 +203,7 @@ class _Connection:
                 return False
             left -= len(piece)
             if sending and self.lost is None:
-                assert self.upstream is not None
-                try:
-                    self.upstream.sendall(piece)
-                except OSError as e:
-                    self._lose(f"the connection broke ({e.strerror or e})")
-                    sending = False
+                sending = self._send_up(piece)
         return True
 
     # -- worker -> llama.cpp --

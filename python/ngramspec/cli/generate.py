@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def run(args: argparse.Namespace) -> int:
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UserError("--max-tokens must be >= 1")
-    engine_options(args)   # a bad option is a one-line error before anything loads
+    options = engine_options(args)   # a bad option is a one-line error before anything loads
     if args.n_ctx != 0 and args.n_ctx < 32:
         raise UserError("--n-ctx must be 0 (the model's training context) or >= 32")
     prediction = read_prediction(args)   # first: with --prediction -, stdin is the prediction's
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
     memory, memory_path = _open_memory(args)  # a bad --memory/--prime fails before the model loads
     llm = load_model(args.model, args.n_ctx, args.threads, args.seed, rpc=args.rpc)
-    spec = _speculative_llama(llm, args, memory, memory_path)
+    spec = _speculative_llama(llm, args, options, memory, memory_path)
     req = {"max_tokens": max_tokens, "temperature": args.temperature, "seed": args.seed}
     predicted: dict[str, Any] = {} if prediction is None else {"prediction": {"type": "content", "content": prediction}}
     call = (lambda **kw: spec.create_chat_completion(messages, **kw, **predicted)) if chat else \
@@ -71,16 +71,17 @@ def run(args: argparse.Namespace) -> int:
               "ngramspec)", file=sys.stderr)
         print(f"identical text: {'yes' if same else 'NO'}", file=sys.stderr)
     print(_tokens_per_pass_line(spec.last_speculative), file=sys.stderr)
-    if not same and args.temperature <= 0 and engine_options(args).exact:
+    if not same and args.temperature <= 0 and options.exact:
         return 1
     return 0
 
 
-def _speculative_llama(llm: Llama, args: argparse.Namespace, memory: Any, memory_path: Path | None) -> Any:
+def _speculative_llama(llm: Llama, args: argparse.Namespace, engine: EngineOptions, memory: Any,
+                       memory_path: Path | None) -> Any:
     """The command's SpeculativeLlama: the engine options, --draft-model, --memory."""
     from ngramspec.integrations.wrapper import SpeculativeLlama
 
-    options: dict[str, Any] = {"options": engine_options(args)}
+    options: dict[str, Any] = {"options": engine}
     if args.draft_model is not None:  # loaded and checked against the target here, so its errors are one line
         from ngramspec.proposers.draft_model import as_draft_proposer
 

@@ -107,3 +107,42 @@ def test_token_list_prompt(llm, engine, plain_results):
     tokens = prompt_tokens_for(llm, PROMPTS["json"])
     gen = engine.generate(np.array(tokens), max_tokens=17)
     assert gen.tokens == plain_results["json"][0][:17]
+
+
+
+class _Recorder:
+    """A stopping criterion that records what it is given and stops after ``after`` calls."""
+
+    def __init__(self, after: int) -> None:
+        self.after, self.ids, self.choices = after, [], []
+
+    def __call__(self, input_ids, logits) -> bool:
+        self.ids.append(input_ids.tolist())
+        self.choices.append(int(np.argmax(logits)))
+        return len(self.ids) >= self.after
+
+
+@pytest.mark.parametrize("after", [1, 2, 70, 1000])
+def test_stopping_criteria_see_what_plain_gives_them(llm, eager_engine, after):
+    # Each call gets the prompt and the tokens emitted so far (llama-cpp-python's
+    # input_ids), also inside accepted drafts and past the 64 spare slots the
+    # engine's buffer starts with, and the row that chose the next token.
+    # (llama-cpp-python's own row is all zeros without logits_all, and it calls a
+    # criterion that said stop once more: only its input_ids are compared.)
+    prompt = PROMPTS["repetitive"]
+    tokens = plain_tokens(llm, prompt, 100)
+    llm.reset()
+    theirs = _Recorder(after)
+    plain = llm.create_completion(prompt, max_tokens=100, temperature=0.0, stopping_criteria=theirs)
+    llm.reset()
+    ours = _Recorder(after)
+    gen = eager_engine.generate(prompt, max_tokens=100, stopping_criteria=ours)
+    if after > 2:
+        assert gen.stats.accepted_tokens > 0
+    prompt_ids = prompt_tokens_for(llm, prompt)
+    assert len(ours.ids) == min(after, 100)
+    assert ours.ids == theirs.ids[:len(ours.ids)]
+    assert ours.ids == [prompt_ids + tokens[:i] for i in range(len(ours.ids))]
+    assert ours.choices == tokens[:len(ours.ids)]
+    assert gen.text == plain["choices"][0]["text"]
+    assert gen.finish_reason == plain["choices"][0]["finish_reason"]

@@ -104,6 +104,10 @@ class GenerationStream:
         self.result: Generation | None = None
         self.text: OutputText | None = None   # the text so far, once the run has started
         self.emitted: list[int] = []
+        # What a stopping criterion is given: the prompt and the tokens emitted so far, as
+        # llama-cpp-python gives its input_ids (a view, no copy per token).
+        self._criteria_ids = (np.array(self.prompt_tokens + [0] * 64, dtype=np.intc)
+                              if stopping_criteria is not None else np.empty(0, dtype=np.intc))
         self.finish = "length"
         self.eog: int | None = None   # the end-of-generation token that ended it
         self._generation = 0
@@ -180,12 +184,19 @@ class GenerationStream:
     def _emit(self, token: int, row: np.ndarray) -> bool:
         """Appends one token to the output; True when generation must end here."""
         criteria = self.stopping_criteria
-        if criteria is not None and criteria(np.array(self.prompt_tokens + self.emitted, dtype=np.intc), row):
-            self.finish = "stop"
-            return True
+        if criteria is not None:
+            ids = self._criteria_ids
+            n = len(self.prompt_tokens) + len(self.emitted)
+            if criteria(ids[:n], row):
+                self.finish = "stop"
+                return True
         if self.engine.is_end_of_generation(token):
             self.finish, self.eog = "stop", token
             return True
+        if criteria is not None:
+            if n == len(ids):   # grown by doubling: a whole copy per token cost more than the check
+                ids = self._criteria_ids = np.concatenate([ids, np.empty(len(ids), dtype=np.intc)])
+            ids[n] = token
         self.emitted.append(token)
         if self.logprobs is not None:
             self.logprobs.add(token, row)

@@ -20,6 +20,7 @@ from ngramspec.arg_checks import checked_int
 from ngramspec.calibration.audit import AuditRule, audit_pass
 from ngramspec.calibration.verify_plan import VerifyPlan
 from ngramspec.drafting.drafter import Drafter
+from ngramspec.drafting.policy_protocol import Policy
 from ngramspec.engine.acceptance import accept_greedy, accept_sampled, pick
 from ngramspec.engine.cost_report import describe_cost
 from ngramspec.engine.logprobs import TokenLogprobs
@@ -134,7 +135,7 @@ class GenerationStream:
         return self.result
 
     # -- the run: setting up, then one verify pass per chunk -------------------
-    def _drafter(self, plan: VerifyPlan, policy: Any) -> Drafter:
+    def _drafter(self, plan: VerifyPlan, policy: Policy) -> Drafter:
         engine = self.engine
         drafter = Drafter(engine.proposers_for(self.prediction_tokens), policy, plan.allowed,
                           engine.max_draft if engine.can_roll_back else 0, engine.gates)
@@ -300,7 +301,7 @@ class GenerationStream:
         if completed:
             drafter.end()
 
-    def _conclude(self, stats: GenerationStats, t_start: float, plan: VerifyPlan, policy: Any, drafter: Drafter,
+    def _conclude(self, stats: GenerationStats, t_start: float, plan: VerifyPlan, policy: Policy, drafter: Drafter,
                   completed: bool) -> None:
         """Sets ``result`` when the run ends, however it ends. Touches only this
         run's own objects: an abandoned stream may be finalised by the garbage

@@ -87,18 +87,23 @@ class LlamaServer(ServerProcess):
             cmd += ["-md", draft, "--spec-type", "draft-simple", "-td", str(threads), "-tbd", str(batch)]
         elif mode != "none":
             cmd += ["--spec-type", mode]
+        self.cmd, self.startup_timeout_s = cmd, startup_timeout_s
+        self._start()
+
+    def _start(self) -> None:
         # Its log goes to a file: an unread pipe would fill up and stall the server.
         self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - kept open for the server's life, closed in stop()
         from ngramspec.builds.kernel_env import peer_environ
 
         # llama-server runs with llama.cpp's default kernels, as its users run it.
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, text=True, env=peer_environ())
-        deadline = time.monotonic() + startup_timeout_s
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self.log, text=True,
+                                     env=peer_environ())
+        deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.log.seek(0)
                 err = self.log.read()
-                raise ServerError(f"llama-server ({mode}) exited with {self.proc.returncode}: "
+                raise ServerError(f"llama-server ({self.mode}) exited with {self.proc.returncode}: "
                                   + " | ".join(err.strip().splitlines()[-3:]))
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
@@ -108,7 +113,16 @@ class LlamaServer(ServerProcess):
                 pass
             time.sleep(0.3)
         self.close()
-        raise ServerError(f"llama-server ({mode}) did not become healthy in {startup_timeout_s:.0f} s")
+        raise ServerError(f"llama-server ({self.mode}) did not become healthy in {self.startup_timeout_s:.0f} s")
+
+    def restart(self) -> None:
+        """A fresh process: ngram-mod's pool (and ngram-cache's) keeps
+        every request's tokens, so in a second round it would draft each answer from
+        the first round's copy of it, which no other method sees."""
+        self.close()
+        self.port = free_port()   # the old port may linger in TIME_WAIT
+        self.cmd[self.cmd.index("--port") + 1] = str(self.port)
+        self._start()
 
     def complete(self, prompt: str, max_tokens: int, stop: list[str]) -> dict[str, Any]:
         body = json.dumps({"prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "stop": stop,

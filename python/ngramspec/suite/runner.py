@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ngramspec.suite import sources
 from ngramspec.suite.in_process import InProcessMethods
+from ngramspec.suite.llama_server import LlamaServer
 from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.loading import load, make_engine, model_path
 from ngramspec.suite.methods import (
@@ -137,7 +138,7 @@ class Suite:
                 assert self.other is not None
                 binaries.append((other_server, f"{self.other.label} "))
             for binary, label in binaries:
-                from ngramspec.suite.llama_server import DEFAULT_MODES, LlamaServer
+                from ngramspec.suite.llama_server import DEFAULT_MODES
 
                 for mode in server_modes or DEFAULT_MODES:
                     draft = model_path(draft_model_for(model)) if mode == "draft" else None
@@ -201,6 +202,10 @@ class Suite:
         runs: list[Run] = []
         with tqdm(total=total, desc=f"bench {self.model}", unit="run", disable=not self.progress) as bar:
             for r in range(rounds):
+                if r > 0:   # every round starts llama-server afresh: see LlamaServer.restart
+                    for server in self.servers.values():
+                        if isinstance(server, LlamaServer):
+                            server.restart()
                 order = self.methods[r % len(self.methods):] + self.methods[: r % len(self.methods)]
                 for w in self.workloads:
                     for item in w.items:

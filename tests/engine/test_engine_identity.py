@@ -114,7 +114,9 @@ class _Recorder:
     """A stopping criterion that records what it is given and stops after ``after`` calls."""
 
     def __init__(self, after: int) -> None:
-        self.after, self.ids, self.choices = after, [], []
+        self.after = after
+        self.ids: list[list[int]] = []
+        self.choices: list[int] = []
 
     def __call__(self, input_ids, logits) -> bool:
         self.ids.append(input_ids.tolist())

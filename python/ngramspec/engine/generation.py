@@ -191,13 +191,14 @@ class GenerationStream:
             if criteria(ids[:n], row):
                 self.finish = "stop"
                 return True
-        if self.engine.is_end_of_generation(token):
-            self.finish, self.eog = "stop", token
-            return True
-        if criteria is not None:
+            # Recorded before the end-of-generation check: a run that ends there never
+            # calls the criterion again.
             if n == len(ids):   # grown by doubling: a whole copy per token cost more than the check
                 ids = self._criteria_ids = np.concatenate([ids, np.empty(len(ids), dtype=np.intc)])
             ids[n] = token
+        if self.engine.is_end_of_generation(token):
+            self.finish, self.eog = "stop", token
+            return True
         self.emitted.append(token)
         if self.logprobs is not None:
             self.logprobs.add(token, row)
@@ -237,6 +238,8 @@ class GenerationStream:
         batch, n_ctx = engine.verify_batch, _llama.usable_n_ctx(llm)
         decoder = _llama.Decoder(llm)
         audit = engine.audit_rule if plan.exact and plan.allowed[2:].any() else None
+        if audit is not None:
+            audit.begin_run()
         self.text, self.finish, self.eog = OutputText(llm, self.stops, engine.token_bytes, self.prompt_tokens,
                                                       after_bos=self.empty_prompt), "length", None
         emitted = self.emitted

@@ -30,7 +30,7 @@ def test_single_tokens_are_never_audited():
 
 
 def test_passes_are_audited_within_the_share_of_verify_time():
-    rule = AuditRule(certified_depth=10_000, share=0.1)
+    rule = AuditRule(certified_depth=10_000, share=0.1, run_share=1.0)   # one generation: no cap of its own
     assert not rule.wants(3, 50, 0.5)     # nothing verified yet: any audit would exceed the share
     rule.verified(5.0)
     assert rule.wants(3, 60, 0.5)         # 0.5 <= 0.1 * 5
@@ -38,6 +38,28 @@ def test_passes_are_audited_within_the_share_of_verify_time():
     assert not rule.wants(3, 70, 0.5)     # 1.0 > 0.1 * 5
     rule.verified(5.0)
     assert rule.wants(3, 80, 0.5)         # 1.0 <= 0.1 * 10
+
+
+def test_one_generation_spends_no_more_than_its_own_share_of_what_the_engine_saved():
+    rule = AuditRule(certified_depth=10_000, share=0.1, run_share=0.1)
+    rule.begin_run()
+    rule.verified(100.0)                  # a long answer: the engine's budget is now 10 s
+    rule.begin_run()                      # a short one starts with none of its own
+    rule.verified(2.0)
+    assert not rule.wants(3, 50, 0.5)     # the engine could pay (0.5 <= 10.2), this answer not (0.5 > 0.2)
+    rule.verified(3.0)
+    assert rule.wants(3, 60, 0.5)         # 0.5 <= 0.1 * 5
+    rule.audited(0.5)
+    assert not rule.wants(3, 70, 0.1)     # 0.6 > 0.5
+    rule.begin_run()
+    rule.verified(5.0)
+    assert rule.wants(3, 80, 0.5)         # the next answer has its own
+
+
+def test_a_new_span_is_audited_even_in_a_short_answer():
+    rule = AuditRule(certified_depth=300, share=0.1, run_share=0.01)
+    rule.begin_run()
+    assert rule.wants(2, 400, 0.5)
 
 
 def test_beyond_the_certified_depth_one_pass_per_span_is_audited():

@@ -27,7 +27,8 @@ The sampling rule (``AuditRule.wants``), for exact-mode passes of 2+ tokens:
   spent what long ones had saved: Qwen2.5-Coder-0.5B's 43-token code completion
   took two audits of 2-token passes in one generation (80 ms of 1.7 s: exact mode
   0.94x of plain on it, `ngramspec bench --quick`). A short answer is then audited
-  only at a new span; the audit's coverage comes from the longer ones.
+  only where it reaches a new span beyond the certified depth; the sample comes
+  from the longer ones.
 """
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ generations to the policy (a Memory's text spans requests; n-gram and copy
 buckets start each generation from their priors)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -79,3 +80,53 @@ def test_the_policy_table_is_built_from_the_proposers_alone():
     proposers = [NGramProposer(), CopyProposer(), _Repeats()]
     Drafter(proposers, policy, np.ones(10, dtype=bool), 8)
     assert policy.acceptance.tolist() == [float(x) for p in proposers for x in p.source_priors]
+
+
+class _Recording(_Repeats):
+    """Counts what the drafter asks of it."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {"begin": 0, "propose": 0, "accept": 0, "end": 0}
+        self.ended_with: list[int] | None = None
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.calls["begin"] += 1
+
+    def propose(self, k: int) -> Proposal:
+        self.calls["propose"] += 1
+        return super().propose(k)
+
+    def accept(self, tokens: Sequence[int]) -> None:
+        self.calls["accept"] += 1
+
+    def end(self, output: Sequence[int]) -> None:
+        self.calls["end"] += 1
+        self.ended_with = list(output)
+
+
+def test_a_generation_that_can_draft_nothing_leaves_proposers_and_policy_alone_until_its_end():
+    for max_draft, allowed_above_one in ((0, True), (8, False)):
+        allowed = np.ones(10, dtype=bool)
+        allowed[2:] = allowed_above_one
+        recording = _Recording()
+        policy = CostAwarePolicy(9)
+        d = Drafter([recording], policy, allowed, max_draft)
+        acceptance = list(policy.acceptance)
+        d.begin([1, 2, 3])
+        for i in range(5):
+            draft = d.draft(8)
+            assert len(draft) == 0
+            d.verified(draft, 0.01, 0)
+            d.accept([10 + i])
+        d.end()
+        assert recording.calls == {"begin": 1, "propose": 0, "accept": 0, "end": 1}
+        assert recording.ended_with == [10, 11, 12, 13, 14] and d.output == [10, 11, 12, 13, 14]
+        assert list(policy.acceptance) == acceptance
+        assert math.isnan(policy.single_seconds)   # no pass was timed into the cost model
+
+
+def test_a_generation_that_can_draft_tells_its_proposers_every_token():
+    recording = _Recording()
+    d = Drafter([recording], CostAwarePolicy(9), np.ones(10, dtype=bool), 8)
+    _generation(d, 3)
+    assert recording.calls["accept"] == 3 and recording.calls["propose"] == 3

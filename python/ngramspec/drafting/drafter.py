@@ -55,6 +55,12 @@ class Drafter:
         # Nothing longer than the largest allowed batch can be verified: with none
         # (exact mode on a build where no size is exact) nothing is drafted at all.
         self.max_draft = min(max_draft, int(sizes[-1]) + 1 if len(sizes) else 0)
+        # A generation that can draft nothing decodes plainly: its proposers and the
+        # policy have nothing to learn from it token by token (each still gets begin
+        # and end, which is where a memory records the answer). Their per-token calls
+        # were a third of ngramspec's own work per plainly decoded token
+        # (bench/plain_path_cost.py).
+        self._idle = self.max_draft <= 0
         # One table for the policy: each proposer's buckets from its base on.
         self._bases = source_bases(self.proposers)[0]
         gates = gates or {}
@@ -99,6 +105,8 @@ class Drafter:
         """The pass verified ``draft`` (after one bonus position) in ``seconds`` and
         accepted its first ``accepted`` tokens. What was offered and not verified
         is scored later, once the text shows it (the policy's ``defer``)."""
+        if self._idle:
+            return
         policy, k = self.policy, len(draft)
         policy.observe(k + 1, seconds, draft.sources, accepted)
         start = len(self._output)
@@ -110,6 +118,9 @@ class Drafter:
 
     def accept(self, tokens: Sequence[int]) -> None:
         """The model emitted ``tokens`` after the text so far."""
+        if self._idle:
+            self._output.extend(tokens)
+            return
         for p in self.proposers:
             p.accept(tokens)
         self._output.extend(tokens)

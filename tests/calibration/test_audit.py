@@ -128,6 +128,7 @@ def test_a_size_that_differs_in_real_generation_is_withdrawn_and_remembered(smol
                                     cost_curve=stored.cost_curve)
         engine = SpeculativeEngine(llm, invariance=trusting, max_draft=8, adaptive=False, invariance_cache=True)
         engine.audit_rule.share = 1.0     # audit about every other pass, so a difference is seen for sure
+        engine.audit_rule.run_share = 1.0
         prompt = sources.chat_formatter(llm)(conversations()["multi_turn_refactor"])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

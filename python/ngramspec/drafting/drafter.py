@@ -4,7 +4,8 @@ A ``Drafter`` holds the proposers, the batch sizes verification may use, and the
 policy. Each pass it asks every proposer for a draft, lets the policy choose one
 proposal and its length, and returns that draft. After verification it tells the
 policy what happened (``verified``), and after emission it tells the proposers
-and the policy what the text became (``accept``). The generation loop never sees
+and the policy what the text became (``accept``); a generation that can draft
+nothing skips both, token by token. The generation loop never sees
 a proposer's insides, and ``bench/replay.py`` drives this same class on recorded
 outputs, so what the replay prices is the code that ships.
 

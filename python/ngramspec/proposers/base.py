@@ -15,7 +15,9 @@ Lifecycle of one generation:
     text grows by exactly these, whether or not they came from a draft);
   * ``end(output)``: the generation is over (all its emitted tokens).
 ``propose`` may be called any number of times between two ``accept`` calls, or
-not at all.
+not at all. A generation that can draft nothing (no batch size above one token may
+be verified, or max_draft is 0) calls ``begin`` and ``end`` only: a proposer must
+not need ``accept`` to make sense of ``end``'s output.
 
 What a proposer says about itself (class attributes, with the base's defaults):
   * ``source_priors``: the prior acceptance of each of its own *buckets* (for example

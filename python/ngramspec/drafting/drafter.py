@@ -58,9 +58,9 @@ class Drafter:
         self.max_draft = min(max_draft, int(sizes[-1]) + 1 if len(sizes) else 0)
         # A generation that can draft nothing decodes plainly: its proposers and the
         # policy have nothing to learn from it token by token (each still gets begin
-        # and end, which is where a memory records the answer). Their per-token calls
-        # were a third of ngramspec's own work per plainly decoded token
-        # (bench/plain_path_cost.py).
+        # and end, which is where a memory records the answer). Skipping their
+        # per-token calls took ngramspec's own work per plainly decoded token from
+        # 0.25-0.26 ms to 0.22-0.25 ms (bench/results/plain-path-cost.md).
         self._idle = self.max_draft <= 0
         # One table for the policy: each proposer's buckets from its base on.
         self._bases = source_bases(self.proposers)[0]

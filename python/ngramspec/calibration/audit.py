@@ -26,7 +26,7 @@ The sampling rule (``AuditRule.wants``), for exact-mode passes of 2+ tokens:
   engine's budget builds up over its life, and without this cap a short answer
   spent what long ones had saved: Qwen2.5-Coder-0.5B's 43-token code completion
   took two audits of 2-token passes in one generation (80 ms of 1.7 s: exact mode
-  0.94x of plain on it, `ngramspec bench --quick`). A short answer is then audited
+  0.91x of plain in that round, `ngramspec bench --quick`). A short answer is then audited
   only where it reaches a new span beyond the certified depth; the sample comes
   from the longer ones.
 """

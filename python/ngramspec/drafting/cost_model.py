@@ -24,18 +24,9 @@ would be accepted, and both are counted (``explored``):
   before a change of load. A one-token timing more than DRIFT away from the
   average either way is also taken whole: the load changed.
 
-The scale is bounded, so an inflated timing cannot price drafting out without
-limit: online, r(B) <= LOAD_BOUND * B for every priced B, and one timing moves the
-scale towards at most OBSERVE_STEP times its current value. A quiet machine never
-prices a batch above B single tokens, but a loaded one can, and then drafting must
-stop: llama.cpp decodes one token on ``n_threads`` and a batch on
-``n_threads_batch``, and when another process holds a core a batch's threads wait
-for each other at every barrier. With a second llama.cpp process decoding on the
-same 2 cores (the Xeon, Qwen2.5-Coder-0.5B, one token on 1 thread, batches on 2),
-7-token batches cost about 8 single tokens; under the earlier bound r(B) <= B the
-scale stopped at r(7) = 3.5 and the main job ran at 0.65x of plain decoding
-(``bench/contention.py``). A curve measured at start-up is still clipped to
-[1, B] (``calibrate``): a spoiled start-up timing is corrected online.
+The scale is also bounded by what is physically plausible: r(B) <= B for every
+priced B (a batch is never dearer than B single tokens), so an inflated timing
+cannot price drafting out by more than that.
 
 A batch cheaper than one token. llama.cpp decodes one token on ``n_threads`` and a
 batch on ``n_threads_batch``; llama-cpp-python's defaults (half the cores, every
@@ -53,19 +44,12 @@ from __future__ import annotations
 import math
 import statistics
 
-__all__ = ["CostModel", "LOAD_BOUND", "MIN_BATCH_COST", "OBSERVE_STEP", "REFRESH_AFTER", "DRIFT", "DRIFT_AFTER"]
+__all__ = ["CostModel", "MIN_BATCH_COST", "REFRESH_AFTER", "DRIFT", "DRIFT_AFTER"]
 
 #: The cheapest a batch is priced, relative to one token, when batches run on more
 #: threads than one token (r(2) = n_threads / n_threads_batch at perfect scaling;
 #: 0.25 allows four times the threads).
 MIN_BATCH_COST = 0.25
-#: The dearest a batch is priced online, in single tokens per batch token: r(B) <=
-#: LOAD_BOUND * B (a batch that waits on a busy core costs more than B tokens).
-LOAD_BOUND = 3.0
-#: One timing moves the scale towards at most this many times its current value
-#: (and at least 0.1), so a single outlier cannot price drafting out at once, while a
-#: sustained load is learned in a few passes.
-OBSERVE_STEP = 3.0
 #: Passes without a one-token timing after which the one-token time is stale.
 REFRESH_AFTER = 128
 #: ... or after DRIFT_AFTER passes, if the scale moved by more than a factor DRIFT since.
@@ -154,8 +138,8 @@ class CostModel:
         self._refresh()
 
     def _plausible_max(self) -> float:
-        """The largest scale with r(B) <= LOAD_BOUND * B for every priced B."""
-        bounds = [(LOAD_BOUND * b - 1 - self.batch_offset) / e for b, e in enumerate(self._extra) if b > 1 and e > 0]
+        """The largest scale with r(B) <= B for every priced B."""
+        bounds = [(b - 1 - self.batch_offset) / e for b, e in enumerate(self._extra) if b > 1 and e > 0]
         return max(1.0, min(bounds)) if bounds else math.inf
 
     def _refresh(self) -> None:
@@ -215,6 +199,6 @@ class CostModel:
                 self.restarts += 1
             self._timed += 1
             w = max(a, 1.0 / self._timed)
-            self.scale += w * (min(max(ratio, 0.1), OBSERVE_STEP * max(self.scale, 1.0)) - self.scale)
+            self.scale += w * (min(max(ratio, 0.1), 3.0) - self.scale)
             self.scale = min(self.scale, self._max_scale)
             self._refresh()

@@ -29,17 +29,10 @@ curve could never recover. The rule (``choose_among``), with its bound:
   what an exploration can lose where verification really is dear;
 - at most one exploration per ``interval`` passes: the interval starts at
   EXPLORE_EVERY (8) and doubles, up to EXPLORE_MAX_INTERVAL (64), each time an
-  exploration's timing leaves drafting priced out; it halves (not below 8) when the
+  exploration's timing leaves drafting priced out; it goes back to 8 when the
   timing shows drafting pays. So explored passes are at most 1/8 of all passes,
   and on a machine whose verification really is dear at most 4 in the first 120
-  passes and then 1 in 64. Halving, not a reset to 8: under a load that comes and
-  goes, one quiet timing would otherwise bring explorations back every 8 passes;
-- an exploration whose batch cost more than the tokens it gave (in one-token
-  decodes) lost that excess; the next one waits at least excess / EXPLORE_LOSS_SHARE
-  passes (up to EXPLORE_LOSS_MAX_INTERVAL), so explorations lose at most about 2% of
-  the time however dear a batch is. Beside a second llama.cpp process on the same
-  2 cores a 4-token batch cost about 10 one-token decodes (``bench/contention.py``),
-  where an exploration every 64 passes cost a fifth of the time;
+  passes and then 1 in 64;
 - on text that cannot be predicted, hindsight acceptance stays low, no draft
   reaches EXPLORE_GAIN even under the optimistic curve, and nothing is explored;
 - while drafting, if no one-token pass was timed for REFRESH_AFTER (128) passes,
@@ -52,7 +45,6 @@ the proposal that rests on the longest match.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +55,7 @@ from ngramspec.drafting.policy_protocol import Policy, Pricing
 from ngramspec.proposers.base import Proposal
 
 __all__ = ["CostAwarePolicy", "EagerPolicy", "EXPLORE_SLOPE", "EXPLORE_GAIN",
-           "EXPLORE_EVERY", "EXPLORE_MAX_INTERVAL", "EXPLORE_LOSS_SHARE", "EXPLORE_LOSS_MAX_INTERVAL"]
+           "EXPLORE_EVERY", "EXPLORE_MAX_INTERVAL"]
 
 #: The optimistic curve explorations are judged by: r(B) = 1 + EXPLORE_SLOPE (B - 1),
 #: inside the range measured on CPUs (0.33-0.70 per extra row).
@@ -77,10 +69,6 @@ EXPLORE_MAX_DRAFT = 3
 #: Fewest passes between explorations, and the most the interval backs off to.
 EXPLORE_EVERY = 8
 EXPLORE_MAX_INTERVAL = 64
-#: What share of passes' worth of time explorations may lose, and the longest wait
-#: that rule may set (a 1,024-token answer still explores at least once).
-EXPLORE_LOSS_SHARE = 0.02
-EXPLORE_LOSS_MAX_INTERVAL = 1024
 
 #: A draft token reached with less probability than this is not priced: each adds at
 #: most this to the expected tokens of a pass, and a 64-token draft's tail would
@@ -258,18 +246,11 @@ class CostAwarePolicy:
         exploring, self._exploring = self._exploring, None
         if exploring is not None and batch == len(exploring[0]) + 1:
             self.cost.observe(batch, seconds, restart=True)
-            # Does drafting pay under the curve just measured? If not, back off, by
-            # at least what this exploration lost (module docstring).
+            # Does drafting pay under the curve just measured? If not, back off.
             if self._best(exploring[0], exploring[1])[0]:
-                self.explore_interval = max(self.explore_interval // 2, EXPLORE_EVERY)
+                self.explore_interval = EXPLORE_EVERY
             else:
-                interval = min(2 * self.explore_interval, EXPLORE_MAX_INTERVAL)
-                single = self.cost.single_seconds
-                if single > 0:
-                    lost = seconds / single - (min(accepted, batch - 1) + 1)
-                    if lost > 0:
-                        interval = max(interval, min(math.ceil(lost / EXPLORE_LOSS_SHARE), EXPLORE_LOSS_MAX_INTERVAL))
-                self.explore_interval = interval
+                self.explore_interval = min(2 * self.explore_interval, EXPLORE_MAX_INTERVAL)
         else:
             self.cost.observe(batch, seconds)
         verified = sources if isinstance(sources, list) else sources.tolist()

@@ -4,23 +4,47 @@ prices it and once with the cost model's scale set to 1.18 (a value the suite's 
 reached after other workloads), each compared with plain greedy decoding:
 
     .venv-stock/bin/python bench/fast_mode_paths.py [SCALE ...]
+    .venv-stock/bin/python bench/fast_mode_paths.py --suite-order
 
 Prints, per run, the passes, whether the text is plain greedy's, where it first differs,
-and the trace (source, draft tokens verified, accepted) of every pass.
+and the trace (source, draft tokens verified, accepted) of every pass. ``--suite-order``:
+instead, the quick suite's workloads in order, 3 rounds, in one fast-mode engine (as
+``ngramspec bench`` runs them), printing the cost model's scale before each run of the
+item and that run's passes.
 """
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from ngramspec.models import load_llama
 from ngramspec.suite.loading import make_engine
 from ngramspec.suite.sources import build
 
 
+def suite_order(llm: Any, workloads: list[Any]) -> None:
+    engine = make_engine(llm, "ngramspec fast", trace=True)
+    engine.prepare()
+    cost = engine.policy.cost
+    for round_ in range(3):
+        for workload in workloads:
+            for item in workload.items:
+                scale = cost.scale
+                llm.reset()
+                g = engine.generate(item.prompt, max_tokens=item.max_tokens, stop=item.stop or None)
+                if workload.name == "multi_turn_chat":
+                    print(f"round {round_ + 1}: scale before {scale:.3f}, {g.stats.forward_passes} passes, "
+                          f"by source {g.stats.passes_by_source}")
+
+
 def main() -> None:
-    scales = [float(a) for a in sys.argv[1:]] or [1.18]
     llm = load_llama("qwen2.5-coder-0.5b", n_ctx=4096, seed=0, n_threads=2, verbose=False)
-    item = next(w for w in build(llm, quick=True) if w.name == "multi_turn_chat").items[0]
+    workloads = build(llm, quick=True)
+    if sys.argv[1:] == ["--suite-order"]:
+        suite_order(llm, workloads)
+        return
+    scales = [float(a) for a in sys.argv[1:]] or [1.18]
+    item = next(w for w in workloads if w.name == "multi_turn_chat").items[0]
     stop = item.stop or None
     llm.reset()
     out = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0, stop=stop)

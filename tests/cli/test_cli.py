@@ -158,6 +158,9 @@ def test_bench_quick_writes_a_well_formed_report(tmp_path: Path, smollm2_path):
     (["bench", "--llama-server", "/no/such/llama-server"], "no such file"),
     (["bench", "--methods", "plain,ngramspec turbo"], "unknown ['ngramspec turbo']"),
     (["bench", "--methods", "ngramspec"], "plain is required"),
+    # Without ngramspec the report (its limit, detail and llama-server comparison) cannot be
+    # written: refused before the run, not after it.
+    (["bench", "--methods", "plain,ngramspec fast"], "ngramspec is required"),
     (["frobnicate"], "invalid choice"),
     (["generate", "x", "--temperature", "nan"], "--temperature must be a finite number"),
     (["generate", "x", "--prime", ""], "--prime: prime: an empty path"),

@@ -84,17 +84,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _methods(args: argparse.Namespace) -> list[str]:
-    """The in-process methods to run: --methods (plain is required), less prompt
-    lookup with --no-lookup."""
+    """The in-process methods to run: --methods (plain and ngramspec are required:
+    every speed-up is over plain, and the report's model-free limit, acceptance
+    detail and llama-server comparison are computed from ngramspec's runs), less
+    prompt lookup with --no-lookup."""
     from ngramspec.suite.methods import EXTRA_METHODS, METHODS
 
     methods = list(METHODS)
     if args.methods:
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
         unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
-        if unknown or "plain" not in methods:
-            raise UserError(f"--methods: {'unknown ' + repr(unknown) if unknown else 'plain is required'}; "
-                            f"choose from {', '.join(METHODS + EXTRA_METHODS)}")
+        missing = [m for m in ("plain", "ngramspec") if m not in methods]
+        if unknown or missing:
+            verb = "is" if len(missing) == 1 else "are"
+            what = f"unknown {unknown!r}" if unknown else f"{' and '.join(missing)} {verb} required"
+            raise UserError(f"--methods: {what}; choose from {', '.join(METHODS + EXTRA_METHODS)}")
     if args.no_lookup:
         methods = [m for m in methods if m != "prompt lookup"]
     return methods

@@ -285,6 +285,9 @@ def write(out_dir: Path, suite: Suite, figs: Sequence[WorkloadFigures], runs: Se
     """Writes <slug>.md, <slug>.json and the PNG plots into out_dir; returns the .md path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     name = "suite-" + slug(suite.model) + ("-quick" if suite.quick else "")
+    # The JSON (every run) first: should the plots or the Markdown fail, the runs are kept.
+    data = json_safe(to_json(suite, figs, runs, command, commit, rss))
+    (out_dir / f"{name}.json").write_text(json.dumps(data, indent=1, allow_nan=False))
     plots: list[str] = []
     if plot:
         from ngramspec.suite.plots import draw_all
@@ -292,6 +295,4 @@ def write(out_dir: Path, suite: Suite, figs: Sequence[WorkloadFigures], runs: Se
         plots = draw_all(out_dir, name, suite, figs)
     md = out_dir / f"{name}.md"
     md.write_text(to_markdown(suite, figs, rounds, command, commit, rss, plots, runs))
-    data = json_safe(to_json(suite, figs, runs, command, commit, rss))
-    (out_dir / f"{name}.json").write_text(json.dumps(data, indent=1, allow_nan=False))
     return md

@@ -76,3 +76,13 @@ def test_rss_probe_runs_an_engine_method(smollm2_path):
                          timeout=300, env={**os.environ})
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.strip().splitlines()[-1]) > 50
+
+
+@pytest.mark.parametrize("methods", [["plain"], ["plain", "ngramspec fast"], ["ngramspec"]])
+def test_run_suite_refuses_methods_its_report_cannot_be_written_without(tmp_path, methods):
+    # Refused at once (no model loaded, nothing run): the report needs plain and ngramspec's runs.
+    from ngramspec.suite import run_suite
+
+    with pytest.raises(ValueError, match="must include 'plain' and 'ngramspec'"):
+        run_suite("smollm2-135m", quick=True, rounds=1, out_dir=tmp_path, command="test", methods=methods)
+    assert not any(tmp_path.iterdir())

@@ -34,6 +34,10 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
 
     if rounds < 1:
         raise ValueError("rounds must be >= 1")
+    if methods is not None and not {"plain", "ngramspec"} <= set(methods):
+        # Checked before the run, not found after it: every speed-up is over plain, and the
+        # report's limit, detail and llama-server comparison come from ngramspec's runs.
+        raise ValueError("methods must include 'plain' and 'ngramspec'")
     sources.check_installed(plots=plot)
     settings = settings or LLAMA_DEFAULTS
     suite = runner.Suite(model, quick=quick, threads=threads, methods=tuple(methods or METHODS),

@@ -58,7 +58,7 @@ def to_markdown(suite: Suite, figs: Sequence[WorkloadFigures], rounds: int, comm
     lines += _decode_speed_section(figs, others)
     lines += _divergence_lines(figs, others)
     lines += _failure_lines(figs, others)
-    lines += _llama_server_section(figs, methods)
+    lines += llama_server_section(figs, methods)
     if SERVE_METHOD in methods and runs:
         lines += [""] + http_section(http_overhead(suite, runs))
     lines += _detail_section(figs)
@@ -155,28 +155,55 @@ def _failure_lines(figs: Sequence[WorkloadFigures], others: Sequence[str]) -> li
             + [f"- {m} on {w}: `{e[:200]}`" for (w, m), e in errors.items()])
 
 
-def _llama_server_section(figs: Sequence[WorkloadFigures], methods: Sequence[str]) -> list[str]:
-    """ngramspec's decode speed against llama-server's best n-gram mode, per workload."""
-    servers = [m for m in methods if m.startswith("llama-server ") and m != "llama-server none"]
-    if not servers:
+def llama_server_section(figs: Sequence[WorkloadFigures], methods: Sequence[str]) -> list[str]:
+    """Each ngramspec method's decode speed against the best llama-server n-gram mode on its own
+    llama.cpp build, per workload: one table per build that ran llama-server."""
+    builds = sorted({m.split("llama-server ")[0] for m in methods if "llama-server " in m})   # '' first
+    tables = [t for b in builds for t in _server_table(figs, methods, b)]
+    if not tables:
         return []
-    lines = ["", "## ngramspec against llama.cpp's own n-gram modes", "",
-             "Absolute decode speed (tokens/s, prefill excluded). llama-server's modes run on the same "
-             "model file, llama.cpp build flags and thread count; 'llama-server none' is the server "
-             "decoding plainly.", "",
-             "| workload | ngramspec | llama-server none | best llama-server mode | its tok/s | "
-             "ngramspec / best mode |", "|---|---|---|---|---|---|"]
-    ratios = []
+    return ["", "## ngramspec against llama.cpp's own n-gram modes", "",
+            "Absolute decode speed (tokens/s, prefill excluded). Each ngramspec method is set against the best "
+            "llama-server n-gram mode per workload on the same llama.cpp build flags, model file and thread "
+            "count; 'llama-server none' is that server decoding plainly."] + tables
+
+
+def _server_table(figs: Sequence[WorkloadFigures], methods: Sequence[str], build: str) -> list[str]:
+    """The table for one build: ``build`` is its methods' name prefix ('' for this process's)."""
+    servers = [m for m in methods if m.startswith(f"{build}llama-server ") and m != f"{build}llama-server none"]
+    ours = [m for m in methods if m.startswith(f"{build}ngramspec")]
+    if not servers or not ours:
+        return []
+    none = f"{build}llama-server none"
+    title = f"the other build (its methods named '{build.strip()} ...')" if build else "this process's build"
+    lines = ["", f"On {title}:", "",
+             "| workload | llama-server none | best llama-server mode | its tok/s | "
+             + " | ".join(f"{m} | {m} / best mode" for m in ours) + " |",
+             "|---" * (4 + 2 * len(ours)) + "|"]
+    ratios: dict[str, list[float]] = {m: [] for m in ours}
     for f in figs:
-        best = max(servers, key=lambda m: -1.0 if math.isnan(f.methods[m].decode_tok_s)
-                   else f.methods[m].decode_tok_s)
-        ours, theirs = f.methods["ngramspec"].decode_tok_s, f.methods[best].decode_tok_s
-        ratios.append(ours / theirs)
-        none = f.methods["llama-server none"].decode_tok_s if "llama-server none" in methods else math.nan
-        lines.append(f"| {f.name} | {ours:.1f} | {none:.1f} | {best[len('llama-server '):]} | {theirs:.1f} | "
-                     f"{ratio(ours / theirs)} |")
-    lines.append(f"| **geometric mean** | | | | | {ratio(geomean(ratios))} |")
-    return lines
+        best = max(servers, key=lambda m: _tok_s(f, m, default=-1.0))
+        theirs = _tok_s(f, best)
+        row = [f.name, number(_tok_s(f, none)), best[len(f"{build}llama-server "):], number(theirs)]
+        for m in ours:
+            mine = _tok_s(f, m)
+            ratios[m].append(mine / theirs)
+            row += [number(mine), ratio(mine / theirs)]
+        lines.append("| " + " | ".join(row) + " |")
+    gm = ["**geometric mean**", "", "", ""] + [c for m in ours for c in ("", ratio(geomean(ratios[m])))]
+    low = ["**lowest**", "", "", ""] + [c for m in ours for c in ("", ratio(_lowest(ratios[m])))]
+    return lines + ["| " + " | ".join(gm) + " |", "| " + " | ".join(low) + " |"]
+
+
+def _tok_s(f: WorkloadFigures, method: str, default: float = math.nan) -> float:
+    """A method's median decode tokens/s on a workload; ``default`` where it did not run or failed."""
+    mf = f.methods.get(method)
+    return default if mf is None or math.isnan(mf.decode_tok_s) else mf.decode_tok_s
+
+
+def _lowest(values: Sequence[float]) -> float:
+    vals = [v for v in values if not math.isnan(v)]
+    return min(vals) if vals else math.nan
 
 
 def _detail_section(figs: Sequence[WorkloadFigures]) -> list[str]:
@@ -258,8 +285,7 @@ def to_json(suite: Suite, figs: Sequence[WorkloadFigures], runs: Sequence[Run], 
         "llama_settings": asdict(suite.settings),
         "verify_cost": suite.cost.relative, "single_token_seconds": suite.cost.single_seconds,
         "invariant_sizes": suite.invariance.invariant_sizes, "peak_rss_mib": rss,
-        "workloads": [{**asdict(f), "limit_speedup": f.limit.speedup, "perfect_speedup": f.perfect.speedup}
-                      for f in figs],
+        "workloads": [f.to_json() for f in figs],
         # Texts only for plain's first round (the others are compared in "identical"),
         # to keep the committed JSON small.
         "runs": [{k: v for k, v in asdict(r).items()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ngramspec.suite import oracle
@@ -51,6 +51,28 @@ class WorkloadFigures:
     tokens_per_pass: float = math.nan
     acceptance_by_position: list[float] = field(default_factory=list)
     verify_sizes: dict[int, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as a suite report's JSON holds them (NaN still to be made null)."""
+        return {**asdict(self), "limit_speedup": self.limit.speedup, "perfect_speedup": self.perfect.speedup}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> WorkloadFigures:
+        """The figures back from a suite report's JSON (``to_json``, NaN written as null)."""
+        fields = {k: v for k, v in d.items() if k not in ("limit_speedup", "perfect_speedup")}
+        fields["methods"] = {m: MethodFigures(**{**mf, "decode_tok_s": _nan(mf["decode_tok_s"]),
+                                                 "prefill_s": _nan(mf["prefill_s"]),
+                                                 "speedups": [_nan(v) for v in mf["speedups"]]})
+                             for m, mf in d["methods"].items()}
+        fields["acceptance"], fields["tokens_per_pass"] = _nan(d["acceptance"]), _nan(d["tokens_per_pass"])
+        fields["acceptance_by_position"] = [_nan(v) for v in d["acceptance_by_position"]]
+        fields["limit"], fields["perfect"] = oracle.Limit(**d["limit"]), oracle.Limit(**d["perfect"])
+        fields["verify_sizes"] = {int(b): n for b, n in d.get("verify_sizes", {}).items()}
+        return cls(**fields)
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def _rate(runs: Sequence[Run]) -> float:

@@ -53,8 +53,7 @@ def main() -> None:
     engine.prepare()
     for scale in [None, *scales]:
         if scale is not None:
-            engine.policy.cost.scale = scale
-            engine.policy.cost._refresh()
+            engine.policy.cost.set_scale(scale)
         llm.reset()
         g = engine.generate(item.prompt, max_tokens=item.max_tokens, stop=stop)
         text = g.text

@@ -157,6 +157,19 @@ def test_bad_timings_are_ignored():
     assert m.scale == 1.0 and m.single_seconds == T1
 
 
+def test_set_scale_reprices_every_batch_and_refuses_nonsense():
+    m = CostModel(9, prior_slope=0.3)
+    before = m.relative_costs()
+    m.set_scale(2.0)
+    after = m.relative_costs()
+    assert after[1] == before[1] == 1.0
+    assert all(after[b] - 1.0 == pytest.approx(2.0 * (before[b] - 1.0), abs=1e-3) for b in range(2, 10))
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="scale must be"):
+            m.set_scale(bad)
+    assert m.relative_costs() == after
+
+
 def test_learn_cost_false_means_no_exploration():
     p = trapped_policy(learn_cost=False)
     assert set(run(p, 100)) == {1} and not p.explore

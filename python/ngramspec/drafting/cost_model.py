@@ -146,6 +146,14 @@ class CostModel:
         off = self.batch_offset
         self._costs = [1.0 + (off if b > 1 else 0.0) + self.scale * e for b, e in enumerate(self._extra)]
 
+    def set_scale(self, scale: float) -> None:
+        """Prices the curve at ``scale`` times its start-up extra cost, as if the
+        timings had moved it there (bench/fast_mode_paths.py replays a learned scale)."""
+        if not (scale > 0 and math.isfinite(scale)):
+            raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+        self.scale = scale
+        self._refresh()
+
     def relative_cost(self, batch: int) -> float:
         return self._costs[batch]
 

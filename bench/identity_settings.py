@@ -49,7 +49,7 @@ def run_setting(model: str, name: str, max_tokens: int) -> str:
                           seed=0, verbose=False, **SETTINGS[name])  # type: ignore[arg-type]
     with tempfile.TemporaryDirectory() as cache:
         os.environ["NGRAMSPEC_CACHE_DIR"] = cache
-        invariance_cache._process_priors.clear()
+        invariance_cache.forget_priors()
         engine = SpeculativeEngine(llm)
         plan = engine.prepare()
         chat = sources.chat_formatter(llm)

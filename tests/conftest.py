@@ -91,6 +91,6 @@ def invariance_cache_dir(tmp_path, monkeypatch):
     from ngramspec.calibration import invariance_cache
 
     monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
-    invariance_cache._process_priors.clear()
+    invariance_cache.forget_priors()
     yield tmp_path / "invariance"
-    invariance_cache._process_priors.clear()
+    invariance_cache.forget_priors()

@@ -116,7 +116,7 @@ def test_a_size_that_differs_in_real_generation_is_withdrawn_and_remembered(smol
     differ at depth: the audit sees it, warns, withdraws the size for the process
     and in the cache file, and the next report of the setup leaves it out."""
     monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
-    invariance_cache._process_priors.clear()
+    invariance_cache.forget_priors()
     invariance_cache._process_withdrawn.clear()
     # Flash attention on the exact build; the stock build's own kernels in .venv-stock.
     llm = llama_cpp.Llama(smollm2_path, n_ctx=4096, n_threads=2, seed=0, verbose=False, flash_attn=is_exact_build())

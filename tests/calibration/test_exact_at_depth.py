@@ -60,7 +60,7 @@ def setup(request, tmp_path_factory):
     cache = tmp_path_factory.mktemp(f"cache-{name}-{setting}")
     old = os.environ.get("NGRAMSPEC_CACHE_DIR")
     os.environ["NGRAMSPEC_CACHE_DIR"] = str(cache)
-    invariance_cache._process_priors.clear()
+    invariance_cache.forget_priors()
     engine = SpeculativeEngine(llm)
     plan = engine.prepare()
     chat = sources.chat_formatter(llm)

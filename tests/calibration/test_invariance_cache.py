@@ -240,7 +240,7 @@ def test_when_measuring_again_fails_too_the_prior_is_used_and_nothing_is_stored(
     invariance_cache.load_or_check(llm, 9, check=FakeCheck(), measure=failing)
     assert failing.calls == 1
     # ... and the next process measures again.
-    invariance_cache._process_priors.clear()
+    invariance_cache.forget_priors()
     ok = FakeMeasure()
     assert curve_of(invariance_cache.load_or_check(llm, 9, check=FakeCheck(), measure=ok)).origin == "measured"
     assert ok.calls == 1 and "cost_curve" in json.loads(entry(llm).read_text())

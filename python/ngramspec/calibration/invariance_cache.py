@@ -53,7 +53,8 @@ from ngramspec.json_checks import is_int, is_number
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-__all__ = ["cache_path", "fingerprint", "load_or_check", "recalibrate", "parse_invariance", "curve_sizes", "withdraw"]
+__all__ = ["cache_path", "fingerprint", "load_or_check", "recalibrate", "parse_invariance", "curve_sizes", "withdraw",
+           "forget_priors"]
 
 # 3: checked at several depths with two probe texts; failing depths, the check's cost
 # and sizes withdrawn by the online audit are stored. A verdict of format 2 (one
@@ -66,6 +67,13 @@ _process_priors: dict[tuple[str, tuple[int, ...]], CostCurveResult] = {}
 # Batch sizes the engine's online audit withdrew in this process, per cache file:
 # every later report of the same setup leaves them out, even if the file cannot be written.
 _process_withdrawn: dict[str, dict[int, str]] = {}
+
+
+def forget_priors() -> None:
+    """Forget the prior curves handed out in this process, so the next engine times
+    its curve again: for a caller that moves to a fresh cache directory
+    (NGRAMSPEC_CACHE_DIR) and wants that cache, not this process's memo, to decide."""
+    _process_priors.clear()
 
 
 def _cache_root() -> Path:

@@ -8,12 +8,12 @@ round: 'line' (the default engine) and 'measured' (a ``CostAwarePolicy`` calibra
 with the measured curve of the same build, taken from fast mode's plan, shape kept).
 Both are exact; the script checks that their texts agree and prints decode tokens/s.
 
-Run: .venv/bin/python bench/exact_curve_ab.py [--model smollm2-135m] [--rounds 2] [--threads 2]
+Run: .venv/bin/python bench/exact_curve_ab.py [MODEL] [ROUNDS]     (default: smollm2-135m 2; 2 threads)
 """
 from __future__ import annotations
 
-import argparse
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -33,13 +33,10 @@ def decode_speed(engine: Any, item: sources.Item) -> tuple[float, str, float]:
     return (len(g.tokens) - 1) / seconds if seconds > 0 else float("nan"), g.text, g.stats.tokens_per_forward
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
-    llm = load(model_path(args.model), "ngramspec", 4096, args.threads)
+def main(argv: list[str]) -> int:
+    model = argv[1] if len(argv) > 1 else "smollm2-135m"
+    rounds = int(argv[2]) if len(argv) > 2 else 2
+    llm = load(model_path(model), "ngramspec", 4096, 2)
     line = make_engine(llm, "ngramspec")
     line.prepare()
     measured_costs = make_engine(llm, "ngramspec fast").plan(False).relative_costs
@@ -50,7 +47,7 @@ def main() -> int:
     engines = {"line": line, "measured": measured}
     items = [(w.name, item) for w in sources.build(llm, True, LONG_WORKLOADS) for item in w.items]
     speeds: dict[tuple[str, str], list[float]] = {}
-    for r in range(args.rounds):
+    for r in range(rounds):
         for name, item in items:
             order = list(engines) if r % 2 == 0 else list(reversed(engines))
             texts = {}
@@ -73,4 +70,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv))

@@ -14,23 +14,12 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
-from typing import Any
 
 from ngramspec.drafting.policy import CostAwarePolicy
 from ngramspec.suite import sources
+from ngramspec.suite.in_process import InProcessMethods
 from ngramspec.suite.loading import load, make_engine, model_path
 from ngramspec.suite.long_sources import LONG_WORKLOADS
-from ngramspec.suite.run_record import FirstTokenClock
-
-
-def decode_speed(engine: Any, item: sources.Item) -> tuple[float, str, float]:
-    """(decode tokens/s after the first token, the text, tokens per pass)."""
-    clock = FirstTokenClock()
-    engine.llm.reset()
-    g = engine.generate(item.prompt, max_tokens=item.max_tokens, stop=item.stop or None, stopping_criteria=clock)
-    seconds = time.perf_counter() - (clock.first or time.perf_counter())
-    return (len(g.tokens) - 1) / seconds if seconds > 0 else float("nan"), g.text, g.stats.tokens_per_forward
 
 
 def main(argv: list[str]) -> int:
@@ -45,6 +34,7 @@ def main(argv: list[str]) -> int:
                      origin="fast mode's measured curve")
     measured = make_engine(llm, "ngramspec", adaptive=policy, invariance=line.invariance)
     engines = {"line": line, "measured": measured}
+    runner = InProcessMethods(llm, engines)   # times a run as the suite does: decode after the first token
     items = [(w.name, item) for w in sources.build(llm, True, LONG_WORKLOADS) for item in w.items]
     speeds: dict[tuple[str, str], list[float]] = {}
     for r in range(rounds):
@@ -52,7 +42,8 @@ def main(argv: list[str]) -> int:
             order = list(engines) if r % 2 == 0 else list(reversed(engines))
             texts = {}
             for label in order:
-                tok_s, texts[label], tpp = decode_speed(engines[label], item)
+                run = runner.run_once(label, name, item, r)
+                tok_s, texts[label], tpp = run.decode_tokens / run.decode_s, run.text, run.stats["tokens_per_forward"]
                 speeds.setdefault((name, label), []).append(tok_s)
                 print(f"round {r} {name:20s} {item.label[:24]:24s} {label:8s} {tok_s:7.2f} tok/s  "
                       f"{tpp:.2f} tokens/pass", flush=True)

@@ -65,3 +65,16 @@ def test_prediction_methods_match_plain_greedy(llm, invariance):
     assert right["prediction"]["accepted_prediction_tokens"] > 0
     assert set(wrong["prediction"]) == {"accepted_prediction_tokens", "rejected_prediction_tokens"}
     assert not by[("predicted_edit", "ngramspec")].stats["prediction"]
+
+
+def test_help_states_the_engines_default_max_draft(capsys):
+    """--max-draft's help gives the default the engines really use (it said 8 after
+    the default had become 64)."""
+    from ngramspec.options import DEFAULT_MAX_DRAFT
+    from ngramspec.suite import predicted_edit
+
+    with pytest.raises(SystemExit) as exit_info:
+        predicted_edit.main(["--help"])
+    assert exit_info.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"(default: the engine's, {DEFAULT_MAX_DRAFT})" in help_text

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ngramspec.calibration.cost_curve import CostCurve
+from ngramspec.options import DEFAULT_MAX_DRAFT
 from ngramspec.suite.loading import make_engine
 from ngramspec.suite.methods import MEASURED_MAX_BATCH
 from ngramspec.suite.predicted_edit_figures import METHODS, WORKLOAD, method_results, per_item
@@ -65,7 +66,6 @@ def ngramspec_engines(suite: Suite, trace: bool, max_draft: int | None, fixed_co
     engine's default); with ``fixed_cost``, its policy prices drafts by
     ``suite.cost`` and never re-times it (CostAwarePolicy(learn_cost=False))."""
     from ngramspec.drafting.policy import CostAwarePolicy
-    from ngramspec.engine.speculative_engine import DEFAULT_MAX_DRAFT
 
     cap = DEFAULT_MAX_DRAFT if max_draft is None else max_draft
     for m in list(suite.engines):
@@ -138,9 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("bench/results"))
     p.add_argument("--no-trace", action="store_true")
     p.add_argument("--max-draft", type=int, default=None,
-                   help="the ngramspec methods' max_draft (default: the engine's, 8); the ceilings use every "
-                        "exact size the suite measures (up to 17), so a model with exact sizes past 9 needs "
-                        "a larger cap to reach them")
+                   help=f"the ngramspec methods' max_draft (default: the engine's, {DEFAULT_MAX_DRAFT}); the "
+                        f"ceilings use every exact size the suite measures (up to {MEASURED_MAX_BATCH}), so a "
+                        "smaller cap keeps the methods from sizes the ceilings use")
     p.add_argument("--cost-curve", choices=COST_CURVES, type=_cost_curve_name, default="measured",
                    help="measured: this run's measure_verify_cost, re-timed online by each engine (the suite's "
                         "way); reference: a curve measured once on a quiet 2-core Xeon (reference_curves.py), "

@@ -36,13 +36,13 @@ def main() -> int:
     opts = ap.parse_args()
     lb = load_llama_build()
     kind = "stock" if opts.stock else "exact"
-    args = lb.cmake_args(kind)
-    folder = lb.wheel_dir(args, lb.PINNED_VERSION, kind)
-    if opts.print_flags:
-        print(" ".join(args) or "(no flags)")
-        print(folder)
-        return 0
     plan = lb.plan(kind, lb.PINNED_VERSION)
+    folder = plan.folder
+    if opts.print_flags:
+        print(" ".join(plan.args) or "(no flags)")
+        print(folder)
+        print("patches: " + (" ".join(str(f) for f in plan.patches) or "(none)"))
+        return 0
     if opts.dry_run:
         print(plan.describe())
         print("dry run: nothing was changed")

@@ -16,12 +16,47 @@ from ngramspec.cli.main import main
 
 STOCK_INFO = "CPU : SSE3 = 1 | AVX2 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | "
 EXACT_INFO = "CPU : SSE3 = 1 | AVX2 = 1 | OPENMP = 1 | "
+PATCHED_INFO = "CPU : SSE3 = 1 | AVX2 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | BATCH_INVARIANT_MAX = 65 | "
 
 
-def test_exact_flags_turn_off_the_kernels_that_break_batch_invariance():
+def test_exact_flags_keep_batch_kernels_off_every_verify_size():
     args = llama_build.cmake_args("exact", environ={})
-    assert "-DGGML_LLAMAFILE=OFF" in args and "-DGGML_CPU_REPACK=OFF" in args and "-DGGML_NATIVE=OFF" in args
+    assert "-DGGML_CPU_BATCH_INVARIANT_MAX=65" in args and "-DGGML_LLAMAFILE=ON" in args
+    assert "-DGGML_CPU_REPACK=ON" in args and "-DGGML_NATIVE=OFF" in args
     assert llama_build.cmake_args("exact", environ={"CMAKE_ARGS": "-DFOO=1"})[-1] == "-DFOO=1"
+    # Without our patch (another llama-cpp-python version) the gate does not exist: sgemm off.
+    unpatched = llama_build.cmake_args("exact", environ={}, patched=False)
+    assert "-DGGML_LLAMAFILE=OFF" in unpatched and "-DGGML_CPU_REPACK=OFF" in unpatched
+    assert not any("BATCH_INVARIANT" in a for a in unpatched)
+
+
+def test_the_patch_set_is_for_the_pinned_version_and_keys_the_cache():
+    patches = llama_build.patch_files()
+    assert patches and all(p.suffix == ".patch" and p.read_text().startswith("diff --git") for p in patches)
+    assert llama_build.patch_files("0.3.35") == []
+    args = ["-DX=1"]
+    assert llama_build.wheel_dir(args, patches=patches) != llama_build.wheel_dir(args)
+    assert len(llama_build.patch_digest(patches)) == 12
+
+
+def test_a_patched_build_is_exact_and_its_limit_is_read():
+    assert llama_build.is_exact_build(PATCHED_INFO)
+    assert llama_build.batch_invariant_max(PATCHED_INFO) == 65
+    assert llama_build.batch_invariant_max(STOCK_INFO) == 0
+
+
+def test_the_exact_build_this_venv_has_is_patched():
+    info = llama_build.installed_build().system_info
+    if not llama_build.is_exact_build(info):
+        pytest.skip("this venv's llama-cpp-python is not the exact build")
+    assert llama_build.batch_invariant_max(info) == llama_build.BATCH_INVARIANT_MAX, info
+
+
+def test_without_patch_the_build_is_refused_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setattr(llama_build.shutil, "which", lambda name: None if name == "patch" else "/bin/" + name)
+    with pytest.raises(llama_build.BuildError, match="apt install patch.*nothing was changed"):
+        llama_build.build_wheel([], tmp_path / "w", patches=llama_build.patch_files())
+    assert not (tmp_path / "w").exists()
 
 
 def test_the_exact_build_has_rpc_workers_and_no_rdma_dependency():
@@ -81,7 +116,8 @@ def test_print_flags_and_dry_run_change_nothing(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
     assert main(["install-llama", "--print-flags"]) == 0
     out = capsys.readouterr().out
-    assert "-DGGML_LLAMAFILE=OFF" in out and str(tmp_path) in out
+    assert "-DGGML_CPU_BATCH_INVARIANT_MAX=65" in out and str(tmp_path) in out
+    assert "0001-cpu-batch-invariant-threshold.patch" in out
     before = llama_build.installed_build()
     monkeypatch.setattr(llama_build, "installed_build", lambda python=None: llama_build.InstalledBuild(
         before.version, STOCK_INFO, before.location, True))

@@ -1,4 +1,5 @@
-"""The one run-time kernel switch exact mode needs, set before llama.cpp first decodes.
+"""The one run-time kernel switch exact mode needs on an unpatched exact build, set
+before llama.cpp first decodes.
 
 llama.cpp's CPU backend multiplies K-quant weights (Q4_K, Q5_K, Q6_K, ...) with a
 tiled kernel when a batch has 8 or more rows, and with vec_dot, row by row, below
@@ -16,7 +17,10 @@ workloads (replayed). So the default keeps llama.cpp's kernel (exact mode then v
 at most 7 tokens a pass on K-quant models), and ``prefer_exact_kernels()``, called
 before llama.cpp first decodes in the process, or ``GGML_CPU_TILED_MM=0`` in the
 environment, turns it off: worth it for short prompts and long outputs. On a stock
-build, where exact mode cannot speculate anyway, it sets nothing.
+build, where exact mode cannot speculate anyway, it sets nothing; nor on the patched
+exact build that ``ngramspec install-llama`` makes now, where the tiled kernel takes
+only batches of more than 65 rows (prompt processing), so every verify size is exact
+with it on.
 """
 from __future__ import annotations
 
@@ -38,16 +42,17 @@ def tiled_matmul_off() -> bool:
 
 
 def prefer_exact_kernels() -> bool:
-    """Sets GGML_CPU_TILED_MM=0 when the installed llama-cpp-python is an exact build
-    and the environment does not say otherwise; call it before llama.cpp first decodes
-    in this process (it reads the variable once). True when it set it. Never raises:
-    without a usable llama-cpp-python there is nothing to set."""
+    """Sets GGML_CPU_TILED_MM=0 when the installed llama-cpp-python is an unpatched
+    exact build and the environment does not say otherwise; call it before llama.cpp
+    first decodes in this process (it reads the variable once). True when it set it.
+    Never raises: without a usable llama-cpp-python there is nothing to set."""
     if TILED_ENV in os.environ:
         return False
     try:
-        from ngramspec.builds.build_info import is_exact_build
+        from ngramspec.builds.build_info import batch_invariant_max, is_exact_build, system_info
 
-        exact = is_exact_build()
+        info = system_info()
+        exact = is_exact_build(info) and batch_invariant_max(info) == 0
     except Exception:   # no llama-cpp-python, or one whose library cannot load
         return False
     if exact:

@@ -3,16 +3,22 @@
 ``ngramspec install-llama`` (and ``scripts/install_llama_cpp.py``) rebuild the
 installed llama-cpp-python version from its source on PyPI:
 
-- ``GGML_LLAMAFILE=OFF`` and ``GGML_CPU_REPACK=OFF``: those kernels compute a batch
-  in another order than one token, so verification could not be bit-exact;
+- our patch set (``patches/``, applied to the sdist's vendored llama.cpp in name
+  order) and ``GGML_CPU_BATCH_INVARIANT_MAX=65``: a mat-mul of at most 65 rows (every
+  verify batch) runs only the one-row kernels, so each of its rows is bit-identical to
+  one-token decoding, while larger batches (prompt processing) keep llamafile's sgemm
+  and the tiled K-quant matmul;
+- ``GGML_CPU_REPACK=ON`` as in a stock build: repacked Q4_0/Q4_K/IQ4_NL weights decode one
+  token with a gemv that is faster than vec_dot (Qwen2.5-Coder-1.5B Q4_K_M: 29 against
+  41 ms), and the patch runs every row of a batch of up to 65 through that gemv;
 - ``GGML_NATIVE=OFF`` with the instruction-set options read from /proc/cpuinfo, and
   AMX off: a native build crashes on CPUs with AMX (the first ``llama_decode``
   dies in ``ggml_backend_amx_mul_mat``).
 
 The wheel is built once with ``pip wheel --no-cache-dir`` (pip's own wheel cache
 ignores CMAKE_ARGS and would hand back a wheel built with other flags) and cached
-under ``<cache>/wheels/llama_cpp_python-<version>-<hash of Python, machine and
-flags>/``. A ``stock`` build (no flags, as a plain ``pip install`` makes it) is
+under ``<cache>/wheels/llama_cpp_python-<version>-<hash of Python, machine, flags
+and patch set>/``. A ``stock`` build (no flags, as a plain ``pip install`` makes it) is
 cached the same way, for tests and benchmarks against what users have.
 
 Nothing in the environment changes until a wheel has been built; the installed
@@ -31,9 +37,10 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["PINNED_VERSION", "BuildError", "Plan", "cmake_args", "wheel_dir", "cached_wheel", "build_wheel",
@@ -42,11 +49,20 @@ __all__ = ["PINNED_VERSION", "BuildError", "Plan", "cmake_args", "wheel_dir", "c
 #: The llama-cpp-python version ngramspec is tested with.
 PINNED_VERSION = "0.3.36"
 
+#: The largest mat-mul (rows of src1) the patched CPU backend computes with the one-row
+#: kernels only: one more than the engine's largest draft (64), so every verify batch.
+BATCH_INVARIANT_MAX = 65
+
+#: Our patches to the pinned sdist's vendored llama.cpp, applied in name order by an
+#: exact build of PINNED_VERSION (docs/exactness.md says what each changes and why).
+PATCHES_DIR = Path(__file__).resolve().parent / "patches"
+
 #: Flags that are the same on every machine (exact build).
 BASE_FLAGS = [
     "-DGGML_NATIVE=OFF",        # never -march=native: the wheel is keyed by explicit features
-    "-DGGML_LLAMAFILE=OFF",     # llamafile's sgemm: a batch rounds differently from one token
-    "-DGGML_CPU_REPACK=OFF",    # repacked weights: a batch rounds differently from one token
+    "-DGGML_LLAMAFILE=ON",      # llamafile's sgemm, for batches above the invariant size only
+    f"-DGGML_CPU_BATCH_INVARIANT_MAX={BATCH_INVARIANT_MAX}",   # our patch: verify sizes take one-row kernels
+    "-DGGML_CPU_REPACK=ON",     # repacked weights: fast one-token gemv; gemm above the invariant size only
     "-DGGML_AMX_TILE=OFF",      # AMX kernels crash on the first decode on AMX CPUs
     "-DGGML_AMX_INT8=OFF",
     "-DGGML_AMX_BF16=OFF",
@@ -58,6 +74,10 @@ BASE_FLAGS = [
     "-DLLAMA_BUILD_TOOLS=OFF",
     "-DLLAMA_BUILD_SERVER=OFF",
 ]
+
+#: What an unpatched exact build (a version other than the pinned one) sets instead:
+#: without our patch, llamafile's sgemm would take every batch of 2+ rows.
+UNPATCHED_FLAGS = {"-DGGML_LLAMAFILE": "-DGGML_LLAMAFILE=OFF", "-DGGML_CPU_REPACK": "-DGGML_CPU_REPACK=OFF"}
 
 #: x86 instruction-set features: /proc/cpuinfo flag -> ggml CMake option.
 X86_FEATURES = [
@@ -79,8 +99,10 @@ _NETWORK_ERRORS = ("NewConnectionError", "Network is unreachable", "Temporary fa
                    "ConnectTimeout", "ReadTimeout", "Connection refused")
 
 
-#: Build features that make a batch round differently from one token.
+#: Build features that make a batch round differently from one token, unless the build
+#: is patched (BATCH_INVARIANT_FEATURE): then batches up to its value use one-row kernels.
 INEXACT_FEATURES = ("LLAMAFILE", "REPACK")
+BATCH_INVARIANT_FEATURE = "BATCH_INVARIANT_MAX"
 
 
 def build_features(info: str) -> dict[str, str]:
@@ -88,10 +110,35 @@ def build_features(info: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(r"([A-Za-z0-9_]+) = ([^|\s]+)", info)}
 
 
+def batch_invariant_max(info: str) -> int:
+    """The patched build's BATCH_INVARIANT_MAX (0: not patched)."""
+    value = build_features(info).get(BATCH_INVARIANT_FEATURE, "0")
+    return int(value) if value.isdigit() else 0
+
+
 def is_exact_build(info: str) -> bool:
-    """True when the build has none of INEXACT_FEATURES (the exact flags turn them off)."""
+    """True for our patched build (batches up to BATCH_INVARIANT_MAX rows take one-row
+    kernels) and for a build with none of INEXACT_FEATURES."""
+    if batch_invariant_max(info) > 0:
+        return True
     features = build_features(info)
     return not any(features.get(name) == "1" for name in INEXACT_FEATURES)
+
+
+def patch_files(version: str = PINNED_VERSION) -> list[Path]:
+    """The patches an exact build of ``version`` applies: ours, for the pinned version
+    only (another version's vendored llama.cpp is not what they were made against)."""
+    if version != PINNED_VERSION or not PATCHES_DIR.is_dir():
+        return []
+    return sorted(PATCHES_DIR.glob("*.patch"))
+
+
+def patch_digest(files: Sequence[Path]) -> str:
+    """A short digest of the patch set (names and contents): part of the wheel cache key."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
 
 
 try:
@@ -123,17 +170,20 @@ def _isa_flags() -> list[str]:
     return [f"-D{opt}={'ON' if feat in flags else 'OFF'}" for feat, opt in X86_FEATURES]
 
 
-def cmake_args(kind: str = "exact", environ: dict[str, str] | None = None) -> list[str]:
+def cmake_args(kind: str = "exact", environ: dict[str, str] | None = None, *, patched: bool = True) -> list[str]:
     """The CMake flags of a build of ``kind`` on this machine; $CMAKE_ARGS is appended last.
 
-    exact: BASE_FLAGS and the CPU's instruction sets.
+    exact: BASE_FLAGS and the CPU's instruction sets; unpatched (another llama-cpp-python
+        version than the pinned one), llamafile's sgemm off instead of gated.
     stock: none, as a plain ``pip install llama-cpp-python`` builds it; on a CPU
         with AMX (where that build crashes), the exact build's instruction-set and
         AMX flags, with LLAMAFILE and REPACK left at their defaults (on)."""
     env = os.environ if environ is None else environ
     extra = env.get("CMAKE_ARGS", "").split()
     if kind == "exact":
-        return list(BASE_FLAGS) + _isa_flags() + extra
+        base = list(BASE_FLAGS) if patched else [UNPATCHED_FLAGS.get(f.split("=")[0], f) for f in BASE_FLAGS
+                                                  if not f.startswith("-DGGML_CPU_BATCH_INVARIANT_MAX")]
+        return base + _isa_flags() + extra
     if kind == "stock":
         if "amx_tile" in cpu_flags():
             return ["-DGGML_NATIVE=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF",
@@ -151,11 +201,15 @@ def cache_root() -> Path:
     return Path(user_cache_dir("ngramspec"))
 
 
-def wheel_dir(args: Sequence[str], version: str = PINNED_VERSION, kind: str = "exact") -> Path:
-    """The cache folder of a wheel of ``version`` built with ``args`` for this Python and machine."""
+def wheel_dir(args: Sequence[str], version: str = PINNED_VERSION, kind: str = "exact",
+              patches: Sequence[Path] = ()) -> Path:
+    """The cache folder of a wheel of ``version`` built with ``args`` (and ``patches``)
+    for this Python and machine."""
     parts = [version, sys.version.split()[0], platform.machine(), *args]
     if kind != "exact":
         parts.insert(0, kind)
+    if patches:
+        parts.append("patches:" + patch_digest(patches))
     digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     return cache_root() / "wheels" / f"llama_cpp_python-{version}-{digest}"
 
@@ -181,10 +235,12 @@ def _progress_line(line: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def build_wheel(args: Sequence[str], dest: Path, version: str = PINNED_VERSION, *, quiet: bool = False) -> Path:
+def build_wheel(args: Sequence[str], dest: Path, version: str = PINNED_VERSION, *, quiet: bool = False,
+                patches: Sequence[Path] = ()) -> Path:
     """Builds llama-cpp-python ``version`` with ``args`` into ``dest`` (a new folder,
-    renamed into place only when the wheel exists, so a killed build leaves none).
-    Shows the compile's progress on stderr. BuildError (one line) on failure."""
+    renamed into place only when the wheel exists, so a killed build leaves none),
+    from its sdist with ``patches`` applied. Shows the compile's progress on stderr.
+    BuildError (one line) on failure."""
     missing = _find_compilers()
     if missing:
         raise BuildError(f"no {' or '.join(missing)} compiler found (install gcc and g++, or clang); "
@@ -198,14 +254,17 @@ def build_wheel(args: Sequence[str], dest: Path, version: str = PINNED_VERSION, 
         raise BuildError(f"cannot write the wheel cache {dest.parent}: {e.strerror or e}; "
                          "nothing was changed") from None
     log_path = tmp.with_suffix(".log")
-    cmd = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir", "--disable-pip-version-check",
-           "--no-binary", "llama-cpp-python", "-w", str(tmp), f"llama-cpp-python=={version}"]
     try:
+        source = (str(_patched_source(tmp / "src", version, patches)) if patches
+                  else f"llama-cpp-python=={version}")
+        cmd = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir",
+               "--disable-pip-version-check", "--no-binary", "llama-cpp-python", "-w", str(tmp), source]
         rc = _run_with_progress(cmd, env, log_path, f"building llama-cpp-python {version}", quiet)
         wheel = cached_wheel(tmp)
         if rc != 0 or wheel is None:
             raise BuildError(_explain_failure(log_path, version))
-        (tmp / "FLAGS.txt").write_text(" ".join(args) + "\n")
+        (tmp / "FLAGS.txt").write_text(" ".join(args) + "\n" + "".join(f"patch {f.name}\n" for f in patches))
+        shutil.rmtree(tmp / "src", ignore_errors=True)
         if dest.exists():
             shutil.rmtree(dest)
         tmp.rename(dest)
@@ -216,6 +275,41 @@ def build_wheel(args: Sequence[str], dest: Path, version: str = PINNED_VERSION, 
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _patched_source(where: Path, version: str, patches: Sequence[Path]) -> Path:
+    """Downloads llama-cpp-python ``version``'s sdist into ``where``, unpacks it and
+    applies ``patches`` (``patch -p1``, in order); returns the source folder."""
+    if shutil.which("patch") is None:
+        raise BuildError("the exact build applies ngramspec's patches with `patch`, which is not installed "
+                         "(Debian/Ubuntu: apt install patch); nothing was changed")
+    where.mkdir(parents=True)
+    out = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-python",
+                          "--disable-pip-version-check", "-q", "-d", str(where), f"llama-cpp-python=={version}"],
+                         capture_output=True, text=True)
+    sdists = sorted(where.glob("llama_cpp_python-*.tar.gz"))
+    if out.returncode != 0 or not sdists:
+        text = out.stderr + out.stdout
+        if any(s in text for s in _NETWORK_ERRORS):
+            raise BuildError(f"could not download llama-cpp-python {version}'s source (no network, or no such "
+                             "version on the index); nothing was changed")
+        lines = text.strip().splitlines()
+        raise BuildError(f"could not download llama-cpp-python {version}'s source "
+                         f"({lines[-1][:160] if lines else 'pip download failed'}); nothing was changed")
+    with tarfile.open(sdists[0]) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(where, filter="data")
+        else:  # Python < 3.12 without the backported filters
+            tar.extractall(where)  # noqa: S202  # PyPI's sdist of the pinned version
+    source = where / sdists[0].name[:-len(".tar.gz")]
+    for f in patches:
+        done = subprocess.run(["patch", "-p1", "--batch", "--forward", "--silent", "-i", str(f)], cwd=source,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            why = (done.stdout + done.stderr).strip().splitlines()
+            raise BuildError(f"patch {f.name} does not apply to llama-cpp-python {version}'s source "
+                             f"({why[0][:160] if why else 'patch failed'}); nothing was changed")
+    return source
 
 
 def _run_with_progress(cmd: list[str], env: dict[str, str], log_path: Path, what: str, quiet: bool) -> int:
@@ -293,6 +387,7 @@ class Plan:
     folder: Path
     wheel: Path | None            # the cached wheel, if there is one
     current: InstalledBuild
+    patches: list[Path] = field(default_factory=list)   # applied to the sdist before the build
 
     def describe(self) -> str:
         cur = self.current
@@ -308,16 +403,18 @@ class Plan:
                    + ("" if cur.rpc else " without RPC workers") + f", at {Path(cur.location).parent}")
         source = (f"the cached wheel {self.wheel}" if self.wheel
                   else f"a new build (several minutes), cached in {self.folder}")
+        patches = ", ".join(f.name for f in self.patches) or "(none)"
         return (f"{now}.\nIt will be replaced by llama-cpp-python {self.version}, {self.kind} build, from {source}.\n"
-                f"CMake flags: {' '.join(self.args) or '(none)'}")
+                f"CMake flags: {' '.join(self.args) or '(none)'}\nPatches to its llama.cpp: {patches}")
 
 
 def plan(kind: str = "exact", version: str | None = None) -> Plan:
     current = installed_build()
     chosen = version or current.version or PINNED_VERSION
-    args = cmake_args(kind)
-    folder = wheel_dir(args, chosen, kind)
-    return Plan(kind, chosen, args, folder, cached_wheel(folder), current)
+    patches = patch_files(chosen) if kind == "exact" else []
+    args = cmake_args(kind, patched=bool(patches))
+    folder = wheel_dir(args, chosen, kind, patches)
+    return Plan(kind, chosen, args, folder, cached_wheel(folder), current, patches)
 
 
 def _site_packages() -> Path:
@@ -366,7 +463,7 @@ def install(p: Plan, *, rebuild: bool = False, quiet: bool = False) -> Installed
     _check_writable(p.current)
     wheel = p.wheel
     if wheel is None or rebuild:
-        wheel = build_wheel(p.args, p.folder, p.version, quiet=quiet)
+        wheel = build_wheel(p.args, p.folder, p.version, quiet=quiet, patches=p.patches)
     with tempfile.TemporaryDirectory(prefix="ngramspec-llama-backup-") as tmp:
         pairs = _backup(Path(tmp))
         out = subprocess.run([sys.executable, "-m", "pip", "install", "--force-reinstall", "--no-deps",

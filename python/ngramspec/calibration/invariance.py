@@ -259,7 +259,7 @@ def _ranges(sizes: Sequence[int]) -> str:
 
 def check_batch_invariance(llm: Llama, max_batch: int = 16, *, prefix_tokens: int = SHALLOWEST_DEPTH,
                            depths: Sequence[int] | None = None, tokens: Sequence[int] | None = None,
-                           progress: bool = False) -> InvarianceReport:
+                           progress: bool = False, every_size: bool = False) -> InvarianceReport:
     """For each batch size in ``check_sizes(max_batch)`` (after clamping), at each
     depth, decode a batch of probe tokens and compare every row's logits with
     one-token-at-a-time decoding of the same tokens, bit for bit.
@@ -278,9 +278,11 @@ def check_batch_invariance(llm: Llama, max_batch: int = 16, *, prefix_tokens: in
     tokens: one probe stream of your own instead of the two built-in texts; it
         must hold max(depths) + max_batch tokens.
     progress: show a progress bar on stderr.
+    every_size: check every size 1..max_batch, not only ``check_sizes``' set (a
+        proof of a build, e.g. bench/kernel_cost.py; the engine's check stays bounded).
     """
     max_batch, depths, streams = _probe_plan(llm, max_batch, prefix_tokens, depths, tokens)
-    sizes = check_sizes(max_batch)
+    sizes = list(range(1, max_batch + 1)) if every_size else check_sizes(max_batch)
     limit = _llama.batch_limit(llm)
 
     from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools

@@ -16,6 +16,7 @@ def run(args: argparse.Namespace) -> int:
     if args.print_flags:
         print(" ".join(p.args) or "(no flags)")
         print(p.folder)
+        print("patches: " + (" ".join(str(f) for f in p.patches) or "(none)"))
         return 0
     print(p.describe())
     if p.version != llama_build.PINNED_VERSION:
@@ -24,8 +25,9 @@ def run(args: argparse.Namespace) -> int:
 
     cur = p.current
     same_kind = cur.importable and is_exact_build(cur.system_info) == (kind == "exact")
-    # An exact build from before GGML_RPC=ON was added to its flags is rebuilt.
-    current_flags = kind != "exact" or cur.rpc
+    # An exact build from before GGML_RPC=ON or our patch set was added is rebuilt.
+    patched = not p.patches or llama_build.batch_invariant_max(cur.system_info) > 0
+    current_flags = kind != "exact" or (cur.rpc and patched)
     if same_kind and current_flags and cur.version == p.version and not args.rebuild:
         print(f"llama-cpp-python {cur.version} is already the {kind} build: nothing to do")
         return 0

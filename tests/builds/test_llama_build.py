@@ -5,6 +5,7 @@ exact wheel."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,10 +40,28 @@ def test_the_patch_set_is_for_the_pinned_version_and_keys_the_cache():
     assert len(llama_build.patch_digest(patches)) == 12
 
 
-def test_a_patched_build_is_exact_and_its_limit_is_read():
+def test_a_patched_build_is_exact_and_its_limit_is_read(monkeypatch, capsys, tmp_path):
     assert llama_build.is_exact_build(PATCHED_INFO)
     assert llama_build.batch_invariant_max(PATCHED_INFO) == 65
     assert llama_build.batch_invariant_max(STOCK_INFO) == 0
+    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
+    before = llama_build.installed_build()
+    monkeypatch.setattr(llama_build, "installed_build", lambda python=None: llama_build.InstalledBuild(
+        before.version, PATCHED_INFO, before.location, True, rpc=True))
+    assert main(["install-llama", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "is an exact build (patched: batches of up to 65 rows take one-row kernels)" in out, out
+
+
+def test_an_unpatched_exact_build_is_not_current(monkeypatch, capsys, tmp_path):
+    """The exact build from before the patch set is rebuilt, not 'nothing to do'."""
+    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
+    before = llama_build.installed_build()
+    monkeypatch.setattr(llama_build, "installed_build", lambda python=None: llama_build.InstalledBuild(
+        before.version, EXACT_INFO, before.location, True, rpc=True))
+    assert main(["install-llama", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run: nothing was changed" in out and "nothing to do" not in out, out
 
 
 def test_the_exact_build_this_venv_has_is_patched():
@@ -53,7 +72,8 @@ def test_the_exact_build_this_venv_has_is_patched():
 
 
 def test_without_patch_the_build_is_refused_in_one_line(monkeypatch, tmp_path):
-    monkeypatch.setattr(llama_build.shutil, "which", lambda name: None if name == "patch" else "/bin/" + name)
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name: None if name in ("patch", "git") else real_which(name))
     with pytest.raises(llama_build.BuildError, match="apt install patch.*nothing was changed"):
         llama_build.build_wheel([], tmp_path / "w", patches=llama_build.patch_files())
     assert not (tmp_path / "w").exists()

@@ -280,9 +280,13 @@ def build_wheel(args: Sequence[str], dest: Path, version: str = PINNED_VERSION, 
 def _patched_source(where: Path, version: str, patches: Sequence[Path]) -> Path:
     """Downloads llama-cpp-python ``version``'s sdist into ``where``, unpacks it and
     applies ``patches`` (``patch -p1``, in order); returns the source folder."""
-    if shutil.which("patch") is None:
-        raise BuildError("the exact build applies ngramspec's patches with `patch`, which is not installed "
-                         "(Debian/Ubuntu: apt install patch); nothing was changed")
+    if shutil.which("patch") is not None:
+        tool = ["patch", "-p1", "--batch", "--forward", "--silent", "-i"]
+    elif shutil.which("git") is not None:
+        tool = ["git", "apply", "-p1"]
+    else:
+        raise BuildError("the exact build applies ngramspec's patches with `patch` (or `git apply`), and neither "
+                         "is installed (Debian/Ubuntu: apt install patch); nothing was changed")
     where.mkdir(parents=True)
     out = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-python",
                           "--disable-pip-version-check", "-q", "-d", str(where), f"llama-cpp-python=={version}"],
@@ -303,8 +307,7 @@ def _patched_source(where: Path, version: str, patches: Sequence[Path]) -> Path:
             tar.extractall(where)  # noqa: S202  # PyPI's sdist of the pinned version
     source = where / sdists[0].name[:-len(".tar.gz")]
     for f in patches:
-        done = subprocess.run(["patch", "-p1", "--batch", "--forward", "--silent", "-i", str(f)], cwd=source,
-                              capture_output=True, text=True)
+        done = subprocess.run([*tool, str(f)], cwd=source, capture_output=True, text=True)
         if done.returncode != 0:
             why = (done.stdout + done.stderr).strip().splitlines()
             raise BuildError(f"patch {f.name} does not apply to llama-cpp-python {version}'s source "
@@ -398,8 +401,11 @@ class Plan:
         else:
             feats = build_features(cur.system_info)
             kind = "an exact build" if is_exact_build(cur.system_info) else "a stock build"
+            limit = batch_invariant_max(cur.system_info)
             on = [n for n in INEXACT_FEATURES if feats.get(n) == "1"]
-            now = (f"llama-cpp-python {cur.version} is {kind}" + (f" ({', '.join(on)} on)" if on else "")
+            how = (f" (patched: batches of up to {limit} rows take one-row kernels)" if limit
+                   else f" ({', '.join(on)} on)" if on else "")
+            now = (f"llama-cpp-python {cur.version} is {kind}" + how
                    + ("" if cur.rpc else " without RPC workers") + f", at {Path(cur.location).parent}")
         source = (f"the cached wheel {self.wheel}" if self.wheel
                   else f"a new build (several minutes), cached in {self.folder}")

@@ -1,0 +1,124 @@
+"""The patched exact build's column kernels against the one-column kernels they stand in
+for, bit for bit, on random blocks: odd block counts, 1-65 columns. They are called in
+the installed build's libggml-cpu through ctypes (the symbols are exported), so the test
+checks the very code exact mode runs; it is skipped where the build lacks them (a stock
+build, or a CPU without AVX2). The comparison has teeth: llama.cpp's scalar reference
+kernels, which sum in another order, differed from the vector kernels in the last bits on
+39-50 of 50 random blocks of each type. The model-level proof is
+bench/invariance_every_size.py."""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+P, I, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+
+
+def _library() -> ctypes.CDLL | None:
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    libs = sorted((Path(llama_cpp.__file__).parent / "lib").glob("libggml-cpu.so*"))
+    if not libs:
+        return None
+    lib = ctypes.CDLL(str(libs[0]))
+    if not hasattr(lib, "ggml_vec_dot_q6_K_q8_K_cols"):
+        return None
+    lib.ggml_cpu_init()
+    return lib
+
+
+LIB = _library()
+pytestmark = pytest.mark.skipif(LIB is None, reason="the installed llama.cpp has no batch-invariant column kernels")
+
+# (weight type, its block bytes, values per block, activation block bytes, where the fp16 scales sit)
+BLOCKS = {
+    "q8_0_q8_0": (34, 32, 34),
+    "q5_0_q8_0": (22, 32, 34),
+    "q4_1_q8_1": (20, 32, 36),
+    "q6_K_q8_K": (210, 256, 292),
+}
+
+
+def _fp16_field(buf: np.ndarray, block: int, offset: int, rng: np.random.Generator) -> None:
+    """Valid fp16 scales (no NaN or Inf) at ``offset`` of every ``block``-byte block."""
+    n = buf.size // block
+    values = rng.uniform(-0.05, 0.05, n).astype(np.float16).view(np.uint8).reshape(n, 2)
+    view = buf.reshape(n, block)
+    view[:, offset:offset + 2] = values
+
+
+def _weights(kind: str, nblocks: int, rng: np.random.Generator) -> np.ndarray:
+    block = BLOCKS[kind][0]
+    buf = rng.integers(0, 256, nblocks * block, dtype=np.uint8)
+    if kind == "q6_K_q8_K":
+        _fp16_field(buf, block, 208, rng)                     # d after ql, qh, scales
+    else:
+        _fp16_field(buf, block, 0, rng)                       # d first
+        if kind == "q4_1_q8_1":
+            _fp16_field(buf, block, 2, rng)                   # then m
+    return buf
+
+
+def _activations(kind: str, nblocks: int, ncols: int, rng: np.random.Generator) -> np.ndarray:
+    block = BLOCKS[kind][2]
+    buf = rng.integers(0, 256, ncols * nblocks * block, dtype=np.uint8)
+    if kind == "q6_K_q8_K":                                   # float d first, then 256 int8, 16 int16
+        n = buf.size // block
+        buf.reshape(n, block)[:, :4] = rng.uniform(0.001, 0.1, n).astype(np.float32).view(np.uint8).reshape(n, 4)
+    else:
+        _fp16_field(buf, block, 0, rng)
+        if kind == "q4_1_q8_1":
+            _fp16_field(buf, block, 2, rng)                   # s
+    return buf
+
+
+@pytest.mark.parametrize("kind", sorted(BLOCKS))
+@pytest.mark.parametrize("nblocks", [1, 3, 7])
+def test_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, nblocks):
+    assert LIB is not None
+    rng = np.random.default_rng(nblocks * 101 + len(kind))
+    per_block = BLOCKS[kind][1]
+    n = nblocks * per_block
+    row_bytes = nblocks * BLOCKS[kind][2]
+    single = getattr(LIB, f"ggml_vec_dot_{kind}")
+    single.argtypes = [I, P, S, P, S, P, S, I]
+    cols = getattr(LIB, f"ggml_vec_dot_{kind}_cols")
+    cols.argtypes = [I, P, S, P, P, S, I]
+    for ncols in [1, 2, 3, 4, 5, 8, 13, 16, 17, 33, 64, 65]:
+        x = _weights(kind, nblocks, rng)
+        y = _activations(kind, nblocks, ncols, rng)
+        want = np.zeros(ncols, dtype=np.float32)
+        for c in range(ncols):
+            single(n, want[c:].ctypes.data, 0, x.ctypes.data, 0, y[c * row_bytes:].ctypes.data, 0, 1)
+        got = np.full(ncols * 3, np.nan, dtype=np.float32)
+        cols(n, got.ctypes.data, 3, x.ctypes.data, y.ctypes.data, row_bytes, ncols)
+        assert np.array_equal(got[::3].view(np.uint32), want.view(np.uint32)), (kind, ncols)
+        assert np.isfinite(want).all()
+
+
+@pytest.mark.parametrize("nblocks", [1, 3, 6])
+def test_repacked_q4_K_rows_kernel_equals_the_one_row_gemv_bit_for_bit(nblocks):
+    """block_q4_Kx8: 8 fp16 d, 8 fp16 dmin, 96 bytes of scales, 1024 of quants."""
+    assert LIB is not None
+    rng = np.random.default_rng(nblocks)
+    gemv, rows = LIB.ggml_gemv_q4_K_8x8_q8_K, LIB.ggml_gemv_q4_K_8x8_q8_K_rows
+    gemv.argtypes = rows.argtypes = [I, P, S, P, P, I, I]
+    n, ncols_out = nblocks * 256, 40                          # 5 groups of 8 output columns
+    x = rng.integers(0, 256, (ncols_out // 8) * nblocks * 1152, dtype=np.uint8)
+    groups = x.reshape(-1, 1152)
+    groups[:, :32] = rng.uniform(0.0, 0.05, (groups.shape[0], 16)).astype(np.float16).view(np.uint8)
+    for nrows in [1, 2, 3, 4, 5, 7, 8, 16, 17, 65]:
+        y = _activations("q6_K_q8_K", nblocks, nrows, rng)      # the same block_q8_K rows
+        row_bytes = nblocks * 292
+        want = np.zeros((nrows, ncols_out), dtype=np.float32)
+        for r in range(nrows):
+            gemv(n, want[r].ctypes.data, ncols_out, x.ctypes.data, y[r * row_bytes:].ctypes.data, 1, ncols_out)
+        got = np.full((nrows, ncols_out + 3), np.nan, dtype=np.float32)
+        rows(n, got.ctypes.data, ncols_out + 3, x.ctypes.data, y.ctypes.data, nrows, ncols_out)
+        assert np.array_equal(got[:, :ncols_out].view(np.uint32), want.view(np.uint32)), nrows
+        assert np.isfinite(want).all()

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-P, I, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+PTR, INT, SIZE = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
 
 
 def _library() -> ctypes.CDLL | None:
@@ -86,9 +86,9 @@ def test_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, nblocks):
     n = nblocks * per_block
     row_bytes = nblocks * BLOCKS[kind][2]
     single = getattr(LIB, f"ggml_vec_dot_{kind}")
-    single.argtypes = [I, P, S, P, S, P, S, I]
+    single.argtypes = [INT, PTR, SIZE, PTR, SIZE, PTR, SIZE, INT]
     cols = getattr(LIB, f"ggml_vec_dot_{kind}_cols")
-    cols.argtypes = [I, P, S, P, P, S, I]
+    cols.argtypes = [INT, PTR, SIZE, PTR, PTR, SIZE, INT]
     for ncols in [1, 2, 3, 4, 5, 8, 13, 16, 17, 33, 64, 65]:
         x = _weights(kind, nblocks, rng)
         y = _activations(kind, nblocks, ncols, rng)
@@ -107,7 +107,7 @@ def test_repacked_q4_K_rows_kernel_equals_the_one_row_gemv_bit_for_bit(nblocks):
     assert LIB is not None
     rng = np.random.default_rng(nblocks)
     gemv, rows = LIB.ggml_gemv_q4_K_8x8_q8_K, LIB.ggml_gemv_q4_K_8x8_q8_K_rows
-    gemv.argtypes = rows.argtypes = [I, P, S, P, P, I, I]
+    gemv.argtypes = rows.argtypes = [INT, PTR, SIZE, PTR, PTR, INT, INT]
     n, ncols_out = nblocks * 256, 40                          # 5 groups of 8 output columns
     x = rng.integers(0, 256, (ncols_out // 8) * nblocks * 1152, dtype=np.uint8)
     groups = x.reshape(-1, 1152)

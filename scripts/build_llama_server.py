@@ -42,24 +42,29 @@ def main() -> int:
     ap.add_argument("--rebuild", action="store_true")
     opts = ap.parse_args()
     # The wheel's flags, minus the ones that switch the tools off, plus the server's.
-    wheel_args = LLAMA_BUILD.cmake_args("stock" if opts.stock else "exact")
+    # The exact kind is the same patched llama.cpp as the wheel (ngramspec's patch set).
+    patches = [] if opts.stock else LLAMA_BUILD.patch_files(LLAMA_CPP_PYTHON_VERSION)
+    wheel_args = LLAMA_BUILD.cmake_args("stock" if opts.stock else "exact", patched=bool(patches))
     args = [a for a in wheel_args if not a.startswith(("-DLLAMA_BUILD_TOOLS", "-DLLAMA_BUILD_SERVER"))]
     args += SERVER_FLAGS
-    dest = server_dir(args)
+    dest = server_dir(args + ([f"patches:{LLAMA_BUILD.patch_digest(patches)}"] if patches else []))
     binary = dest / "bin" / "llama-server"
     if binary.is_file() and not opts.rebuild:
         print(binary)
         return 0
     work = Path(tempfile.mkdtemp(prefix="llama-server-build-"))
     try:
-        # --no-build-isolation: only the sdist is wanted, and its build backend is in this venv.
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation",
-                        "--no-binary", "llama-cpp-python",
-                        "-d", str(work), f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], check=True)
-        sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
-        with tarfile.open(sdist) as tar:
-            tar.extractall(work, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(work)
-        src = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+        if patches:
+            src = LLAMA_BUILD.patched_source(work / "src", LLAMA_CPP_PYTHON_VERSION, patches) / "vendor" / "llama.cpp"
+        else:
+            # --no-build-isolation: only the sdist is wanted, and its build backend is in this venv.
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation",
+                            "--no-binary", "llama-cpp-python",
+                            "-d", str(work), f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], check=True)
+            sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
+            with tarfile.open(sdist) as tar:
+                tar.extractall(work, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(work)
+            src = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
         build = work / "build"
         print("cmake flags:", " ".join(args), flush=True)
         subprocess.run(["cmake", "-S", str(src), "-B", str(build)] + args, check=True)
@@ -67,7 +72,7 @@ def main() -> int:
                        check=True)
         (dest / "bin").mkdir(parents=True, exist_ok=True)
         shutil.copy2(build / "bin" / "llama-server", binary)
-        (dest / "FLAGS.txt").write_text(" ".join(args) + "\n")
+        (dest / "FLAGS.txt").write_text(" ".join(args) + "\n" + "".join(f"patch {f.name}\n" for f in patches))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(binary)

@@ -153,11 +153,10 @@ def llama_build_module() -> Any:
 
 
 def cmake_flags(cpu: bool) -> list[str]:
-    """The exact build's flags (LLAMAFILE, REPACK and AMX off, this CPU's instruction
-    sets), as ``ngramspec install-llama`` makes them, plus CUDA for this GPU only:
-    what ``CMAKE_ARGS="-DGGML_CUDA=on" ngramspec install-llama`` gives a CUDA user,
-    less the other GPU architectures."""
-    flags: list[str] = llama_build_module().cmake_args("exact", environ={})
+    """The unpatched exact build's flags (LLAMAFILE, REPACK and AMX off, this CPU's
+    instruction sets: the run builds the trimmed sdist without ngramspec's CPU patches),
+    plus CUDA for this GPU only, less the other GPU architectures."""
+    flags: list[str] = llama_build_module().cmake_args("exact", environ={}, patched=False)
     if not cpu:
         flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={gpu_arch()}-real", "-DGGML_CUDA_NCCL=OFF"]
     return flags

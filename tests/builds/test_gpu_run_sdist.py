@@ -2,8 +2,9 @@
 (downloaded from PyPI), trimmed and configured by CMake with the exact build's
 flags (every folder the build adds is still there); the synthetic-model writer
 with the gguf-py of that sdist, its model loaded by llama.cpp; and the diagnosis
-tools finding a kernel that rounds a batch differently on this CPU build: the
-tiled K-quant matmul, which takes batches of 8 or more rows (a Q4_K model)."""
+tools finding a kernel that rounds a batch differently on this CPU build: the batch-only
+K-quant kernels (tiled matmul or repack gemm), which the patched exact build is told to
+use from 8 rows (GGML_CPU_BATCH_INVARIANT_MAX=7) instead of from 66 (a Q4_K model)."""
 from __future__ import annotations
 
 import json
@@ -84,8 +85,11 @@ def tiny_q4_k(trimmed_source, tmp_path_factory) -> str:
 
 
 def _tiled_on() -> dict[str, str]:
-    """The environment with the tiled K-quant matmul kept on (importing ngramspec turns it off on an exact build)."""
-    return {**os.environ, "GGML_CPU_TILED_MM": "1"}
+    """The environment where batches of 8+ rows take the batch-only kernels (the tiled
+    K-quant matmul or the repack gemm) as in upstream llama.cpp, while 1-7 rows stay on
+    the one-row kernels: the patched exact build's threshold moved from 65 to 7 by
+    GGML_CPU_BATCH_INVARIANT_MAX (read once per process)."""
+    return {**os.environ, "GGML_CPU_TILED_MM": "1", "GGML_CPU_BATCH_INVARIANT_MAX": "7"}
 
 
 @pytest.mark.model
@@ -107,9 +111,9 @@ def test_the_probe_sees_a_runtime_switch_in_a_fresh_process(tiny_q4_k):
     job = json.dumps({"model": tiny_q4_k, "n_ctx": 256, "n_gpu_layers": 0, "flash_attn": False, "max_batch": 9,
                       "llama_kwargs": {}, "depths": [8, 100]})
     answers = {}
-    for label, value in (("tiled on", "1"), ("tiled off", "0")):
+    for label, value in (("tiled on", "7"), ("tiled off", "65")):
         p = subprocess.run([sys.executable, str(GPU / "invariance_probe.py"), job], capture_output=True, text=True,
-                           env={**os.environ, "GGML_CPU_TILED_MM": value}, timeout=600)
+                           env={**_tiled_on(), "GGML_CPU_BATCH_INVARIANT_MAX": value}, timeout=600)
         assert p.returncode == 0, p.stderr[-2000:]
         answers[label] = json.loads(p.stdout.strip().splitlines()[-1])
     assert answers["tiled on"]["invariant_sizes"] == list(range(1, 8))
@@ -120,8 +124,9 @@ def test_the_probe_sees_a_runtime_switch_in_a_fresh_process(tiny_q4_k):
 
 
 # measure.py's steps on the tiny Q4_K model, as the GPU run takes them, in a process of
-# their own with the tiled kernel on: sizes up to 9 at depth, r(B) at two contexts,
-# then the diagnosis of size 8 (the probe's switch: the tiled kernel off).
+# their own with batches of 8+ rows on the batch-only kernels: sizes up to 9 at depth, r(B)
+# at two contexts, then the diagnosis of size 8 (the probe's switch: the patched build's
+# threshold back at 65).
 _MEASURE = """
 import dataclasses, sys, time
 from pathlib import Path
@@ -129,7 +134,8 @@ sys.path.insert(0, sys.argv[1])
 import measure
 model, out = sys.argv[2], Path(sys.argv[3])
 plan = dataclasses.replace(measure.quick_plan(), n_ctx=256, max_batch=9, diagnose_up_to=9, curve_max=9,
-                           contexts=(16, 64))
+                           contexts=(16, 64), probe_switches=(
+                               ("GGML_CPU_BATCH_INVARIANT_MAX=65", {"GGML_CPU_BATCH_INVARIANT_MAX": "65"}, {}),))
 results = measure.Results(out, time.time() + 900, {})
 measure.measure_model(results, "tiny", model, plan)
 measure.diagnose(results, "tiny", model, plan)
@@ -155,5 +161,5 @@ def test_measure_checks_times_and_diagnoses_a_model(tiny_q4_k, tmp_path: Path):
         assert cost["verify_cost"][0] == 1.0 and all(t > 0 for s in cost["seconds"] for t in s)
         diag = data["diagnosis"][f"tiny {setting}"]
         assert diag["size"] == 8 and diag["depth"] == 8
-        assert diag["switches"]["GGML_CPU_TILED_MM=0"]["invariant_sizes"] == list(range(1, 10))
+        assert diag["switches"]["GGML_CPU_BATCH_INVARIANT_MAX=65"]["invariant_sizes"] == list(range(1, 10))
         assert diag["op_diff"]["first"]["name"] == "Qcur-0" and diag["op_diff"]["first"]["op"] == "MUL_MAT"

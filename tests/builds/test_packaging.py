@@ -45,7 +45,7 @@ def cached_llama_wheel(kind: str = "exact") -> Path:
     built for this machine and cached."""
     from ngramspec.builds import llama_build
 
-    folder = llama_build.wheel_dir(llama_build.cmake_args(kind), kind=kind)
+    folder = llama_build.plan(kind, llama_build.PINNED_VERSION).folder
     wheel = llama_build.cached_wheel(folder)
     if wheel is None:
         setup = "scripts/setup.sh" if kind == "exact" else "scripts/setup_stock.sh"
@@ -157,6 +157,6 @@ def test_a_stock_user_is_told_and_moved_to_the_exact_build(built, tmp_path, smol
     moved = run([exe, "install-llama", "--yes"], timeout=600, cwd=tmp_path)
     assert "building" not in moved.stderr.lower(), moved.stderr      # the cached wheel, no compile
     assert "an exact build" in moved.stdout
-    assert "LLAMAFILE = 1" not in run([py, "-c", info], timeout=60).stdout
+    assert "BATCH_INVARIANT_MAX = 65" in run([py, "-c", info], timeout=60).stdout   # the patched build
     after = run(doctor, timeout=300, cwd=tmp_path)
     assert "an exact build" in after.stdout and "exact speculation POSSIBLE" in after.stdout

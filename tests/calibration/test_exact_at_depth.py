@@ -43,7 +43,8 @@ ALL_MODELS = ["smollm2-135m", "qwen2.5-coder-0.5b"]
 _chosen = os.environ.get("NGRAMSPEC_IDENTITY_MODELS", "smollm2-135m")
 MODELS = ALL_MODELS if _chosen == "all" else [m for m in _chosen.split(",") if m]
 # Read from the build itself (not ngramspec), so this test also runs against older ngramspec code.
-EXACT_BUILD = not any(f"{name} = 1" in llama_cpp.llama_print_system_info().decode() for name in ("LLAMAFILE", "REPACK"))
+_INFO = llama_cpp.llama_print_system_info().decode()
+EXACT_BUILD = "BATCH_INVARIANT_MAX = " in _INFO or not any(f"{name} = 1" in _INFO for name in ("LLAMAFILE", "REPACK"))
 # The exact build is tested as users run it and with flash attention; the stock
 # build as a plain install gives it.
 SETTINGS = ["default", "flash_attn"] if EXACT_BUILD else ["default"]

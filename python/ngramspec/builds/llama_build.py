@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["PINNED_VERSION", "BuildError", "Plan", "cmake_args", "wheel_dir", "cached_wheel", "build_wheel",
-           "installed_build", "plan", "install"]
+           "installed_build", "plan", "install", "patch_files", "patch_digest", "patched_source", "batch_invariant_max"]
 
 #: The llama-cpp-python version ngramspec is tested with.
 PINNED_VERSION = "0.3.36"
@@ -255,7 +255,7 @@ def build_wheel(args: Sequence[str], dest: Path, version: str = PINNED_VERSION, 
                          "nothing was changed") from None
     log_path = tmp.with_suffix(".log")
     try:
-        source = (str(_patched_source(tmp / "src", version, patches)) if patches
+        source = (str(patched_source(tmp / "src", version, patches)) if patches
                   else f"llama-cpp-python=={version}")
         cmd = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir",
                "--disable-pip-version-check", "--no-binary", "llama-cpp-python", "-w", str(tmp), source]
@@ -277,7 +277,7 @@ def build_wheel(args: Sequence[str], dest: Path, version: str = PINNED_VERSION, 
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _patched_source(where: Path, version: str, patches: Sequence[Path]) -> Path:
+def patched_source(where: Path, version: str, patches: Sequence[Path]) -> Path:
     """Downloads llama-cpp-python ``version``'s sdist into ``where``, unpacks it and
     applies ``patches`` (``patch -p1``, in order); returns the source folder."""
     if shutil.which("patch") is not None:

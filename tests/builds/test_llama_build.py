@@ -20,6 +20,16 @@ EXACT_INFO = "CPU : SSE3 = 1 | AVX2 = 1 | OPENMP = 1 | "
 PATCHED_INFO = "CPU : SSE3 = 1 | AVX2 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | BATCH_INVARIANT_MAX = 65 | "
 
 
+def _dry_run_as(info: str, rpc: bool, monkeypatch, capsys, tmp_path) -> str:
+    """What `install-llama --dry-run` prints when the installed build reports ``info``."""
+    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
+    before = llama_build.installed_build()
+    monkeypatch.setattr(llama_build, "installed_build", lambda python=None: llama_build.InstalledBuild(
+        before.version, info, before.location, True, rpc=rpc))
+    assert main(["install-llama", "--dry-run"]) == 0
+    return str(capsys.readouterr().out)
+
+
 def test_exact_flags_keep_batch_kernels_off_every_verify_size():
     args = llama_build.cmake_args("exact", environ={})
     assert "-DGGML_CPU_BATCH_INVARIANT_MAX=65" in args and "-DGGML_LLAMAFILE=ON" in args
@@ -44,23 +54,13 @@ def test_a_patched_build_is_exact_and_its_limit_is_read(monkeypatch, capsys, tmp
     assert llama_build.is_exact_build(PATCHED_INFO)
     assert llama_build.batch_invariant_max(PATCHED_INFO) == 65
     assert llama_build.batch_invariant_max(STOCK_INFO) == 0
-    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
-    before = llama_build.installed_build()
-    monkeypatch.setattr(llama_build, "installed_build", lambda python=None: llama_build.InstalledBuild(
-        before.version, PATCHED_INFO, before.location, True, rpc=True))
-    assert main(["install-llama", "--dry-run"]) == 0
-    out = capsys.readouterr().out
+    out = _dry_run_as(PATCHED_INFO, True, monkeypatch, capsys, tmp_path)
     assert "is an exact build (patched: batches of up to 65 rows take one-row kernels)" in out, out
 
 
 def test_an_unpatched_exact_build_is_not_current(monkeypatch, capsys, tmp_path):
     """The exact build from before the patch set is rebuilt, not 'nothing to do'."""
-    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
-    before = llama_build.installed_build()
-    monkeypatch.setattr(llama_build, "installed_build", lambda python=None: llama_build.InstalledBuild(
-        before.version, EXACT_INFO, before.location, True, rpc=True))
-    assert main(["install-llama", "--dry-run"]) == 0
-    out = capsys.readouterr().out
+    out = _dry_run_as(EXACT_INFO, True, monkeypatch, capsys, tmp_path)
     assert "dry run: nothing was changed" in out and "nothing to do" not in out, out
 
 
@@ -99,12 +99,7 @@ def test_print_flags_and_dry_run_show_rpc(capsys, monkeypatch, tmp_path):
 
 def test_an_exact_build_without_rpc_is_not_current(monkeypatch, capsys, tmp_path):
     """An exact build made before GGML_RPC=ON joined the flags is rebuilt, not 'nothing to do'."""
-    monkeypatch.setenv("NGRAMSPEC_CACHE_DIR", str(tmp_path))
-    before = llama_build.installed_build()
-    monkeypatch.setattr(llama_build, "installed_build", lambda python=None: llama_build.InstalledBuild(
-        before.version, EXACT_INFO, before.location, True, rpc=False))
-    assert main(["install-llama", "--dry-run"]) == 0
-    out = capsys.readouterr().out
+    out = _dry_run_as(EXACT_INFO, False, monkeypatch, capsys, tmp_path)
     assert "is an exact build without RPC workers" in out and "dry run: nothing was changed" in out, out
 
 

@@ -20,7 +20,6 @@ import llama_cpp
 from ngramspec import models
 from ngramspec.builds.build_info import system_info
 from ngramspec.calibration.cost_timing import measure_verify_cost
-from ngramspec.calibration.invariance import check_batch_invariance
 
 SIZES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -31,9 +30,6 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--depth", type=int, default=600)
-    ap.add_argument("--check", action="store_true",
-                    help="also check every verify size 1-65 bit for bit against one-token decoding, 8 and "
-                         "--depth tokens deep (the exact build's proof; not timed)")
     opts = ap.parse_args()
     llm = llama_cpp.Llama(models.fetch(opts.model), n_ctx=2048, n_threads=opts.threads,
                           n_threads_batch=opts.threads, verbose=False)
@@ -47,15 +43,10 @@ def main() -> None:
         llm.eval(tokens)
         prefill.append(time.perf_counter() - t0)
     llm.reset()
-    exact = None
-    if opts.check:
-        report = check_batch_invariance(llm, 65, depths=[8, opts.depth], every_size=True)
-        exact = report.invariant_sizes
     curve = measure_verify_cost(llm, max(SIZES), reps=opts.reps, context_tokens=opts.depth, sizes=SIZES)
     print(json.dumps({"model": opts.model, "build": system_info(), "threads": opts.threads,
                       "prefill_s": statistics.median(prefill), "one_token_ms": curve.single_seconds * 1e3,
-                      "batch_ms": {b: curve(b) * curve.single_seconds * 1e3 for b in SIZES},
-                      "bit_exact_sizes": exact}))
+                      "batch_ms": {b: curve(b) * curve.single_seconds * 1e3 for b in SIZES}}))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
@@ -54,17 +53,7 @@ def main() -> int:
         return 0
     work = Path(tempfile.mkdtemp(prefix="llama-server-build-"))
     try:
-        if patches:
-            src = LLAMA_BUILD.patched_source(work / "src", LLAMA_CPP_PYTHON_VERSION, patches) / "vendor" / "llama.cpp"
-        else:
-            # --no-build-isolation: only the sdist is wanted, and its build backend is in this venv.
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation",
-                            "--no-binary", "llama-cpp-python",
-                            "-d", str(work), f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], check=True)
-            sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
-            with tarfile.open(sdist) as tar:
-                tar.extractall(work, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(work)
-            src = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+        src = LLAMA_BUILD.patched_source(work / "src", LLAMA_CPP_PYTHON_VERSION, patches) / "vendor" / "llama.cpp"
         build = work / "build"
         print("cmake flags:", " ".join(args), flush=True)
         subprocess.run(["cmake", "-S", str(src), "-B", str(build)] + args, check=True)

@@ -56,8 +56,9 @@ def _flash_attn(llm: Llama) -> bool:
 def invariance_hazards(llm: Llama | None = None, info: str | None = None) -> list[str]:
     """The build features (and, given a Llama, its settings) that make batched
     verification differ from one-token decoding, each with why; [] for none."""
+    info = system_info() if info is None else info
     features = build_features(info)
-    patched = llama_build.batch_invariant_max(system_info() if info is None else info) > 0
+    patched = llama_build.batch_invariant_max(info) > 0
     hazards = [] if patched else [why for name, why in _HAZARDS.items() if features.get(name) == "1"]
     if llm is not None and _flash_attn(llm):
         hazards.append("flash_attn=True (one-token decoding splits the KV over threads past 256 cached tokens; "
@@ -79,6 +80,7 @@ def batch_invariant_max(info: str | None = None) -> int:
 
 def build_label(info: str | None = None) -> str:
     """How doctor and install-llama name a build: patched exact, unpatched exact, or stock."""
+    info = system_info() if info is None else info
     limit = batch_invariant_max(info)
     if limit:
         return f"an exact build (patched: batches of up to {limit} rows take one-row kernels)"

@@ -110,19 +110,21 @@ def build_features(info: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(r"([A-Za-z0-9_]+) = ([^|\s]+)", info)}
 
 
+def _invariant_max(features: dict[str, str]) -> int:
+    value = features.get(BATCH_INVARIANT_FEATURE, "0")
+    return int(value) if value.isdigit() else 0
+
+
 def batch_invariant_max(info: str) -> int:
     """The patched build's BATCH_INVARIANT_MAX (0: not patched)."""
-    value = build_features(info).get(BATCH_INVARIANT_FEATURE, "0")
-    return int(value) if value.isdigit() else 0
+    return _invariant_max(build_features(info))
 
 
 def is_exact_build(info: str) -> bool:
     """True for our patched build (batches up to BATCH_INVARIANT_MAX rows take one-row
     kernels) and for a build with none of INEXACT_FEATURES."""
-    if batch_invariant_max(info) > 0:
-        return True
     features = build_features(info)
-    return not any(features.get(name) == "1" for name in INEXACT_FEATURES)
+    return _invariant_max(features) > 0 or not any(features.get(name) == "1" for name in INEXACT_FEATURES)
 
 
 def patch_files(version: str = PINNED_VERSION) -> list[Path]:
@@ -279,12 +281,13 @@ def build_wheel(args: Sequence[str], dest: Path, version: str = PINNED_VERSION, 
 
 def patched_source(where: Path, version: str, patches: Sequence[Path]) -> Path:
     """Downloads llama-cpp-python ``version``'s sdist into ``where``, unpacks it and
-    applies ``patches`` (``patch -p1``, in order); returns the source folder."""
+    applies ``patches`` (``patch -p1``, in order; none: the sdist as it is); returns
+    the source folder."""
     if shutil.which("patch") is not None:
         tool = ["patch", "-p1", "--batch", "--forward", "--silent", "-i"]
     elif shutil.which("git") is not None:
         tool = ["git", "apply", "-p1"]
-    else:
+    elif patches:
         raise BuildError("the exact build applies ngramspec's patches with `patch` (or `git apply`), and neither "
                          "is installed (Debian/Ubuntu: apt install patch); nothing was changed")
     where.mkdir(parents=True)

@@ -279,7 +279,7 @@ def check_batch_invariance(llm: Llama, max_batch: int = 16, *, prefix_tokens: in
         must hold max(depths) + max_batch tokens.
     progress: show a progress bar on stderr.
     every_size: check every size 1..max_batch, not only ``check_sizes``' set (a
-        proof of a build, e.g. bench/kernel_cost.py; the engine's check stays bounded).
+        proof of a build, e.g. bench/invariance_every_size.py; the engine's check stays bounded).
     """
     max_batch, depths, streams = _probe_plan(llm, max_batch, prefix_tokens, depths, tokens)
     sizes = list(range(1, max_batch + 1)) if every_size else check_sizes(max_batch)

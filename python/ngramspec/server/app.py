@@ -80,6 +80,8 @@ from ngramspec.server.messages import llama_response_format
 from ngramspec.server.model import SpeculativeProxy, build_wrapper, short_model_id
 from ngramspec.server.openapi import publish_error_responses
 from ngramspec.server.response_fields import decoding_headers, finish_response, plain_reason_of
+from ngramspec.server.responses import ResponsesAnswer
+from ngramspec.server.responses_types import ResponseObject, ResponsesRequest
 from ngramspec.server.rpc_model import RpcModel
 from ngramspec.server.settings import ServeOptions
 from ngramspec.server.state import ServerState
@@ -114,14 +116,18 @@ def _kwargs(body: Any, chat: bool, state: ServerState) -> dict[str, Any]:
     return kwargs
 
 
-async def _answer(request: Any, body: Any, chat: bool) -> Any:
+async def _answer(request: Any, body: Any, chat: bool, responses: ResponsesAnswer | None = None) -> Any:
+    """``responses``: a /v1/responses request, whose chat request ``body`` is: the
+    answer is then in the Responses API's shape (server/responses.py)."""
     state: ServerState = request.app.state.ngramspec
     state.check_model(body.model)
     n = n_choices(body)
     kwargs = _kwargs(body, chat, state)
     state.enter()
-    if body.stream:
-        return StreamAnswer(state, body, kwargs, chat, n)  # leaves the queue when it ends
+    if body.stream:  # leaves the queue when it ends
+        if responses is not None:
+            return responses.stream(state, body, kwargs)
+        return StreamAnswer(state, body, kwargs, chat, n)
     try:
         async with state.model() as proxy:
             try:
@@ -136,7 +142,8 @@ async def _answer(request: Any, body: Any, chat: bool) -> Any:
             except Exception as exc:
                 raise state.refusal(exc, body, kwargs) from exc
         out = finish_response(out, out.get("speculative"))
-        return JSONResponse(out, headers=decoding_headers(plain_reason_of(out["speculative"])))
+        headers = decoding_headers(plain_reason_of(out["speculative"]))
+        return JSONResponse(out if responses is None else responses.json(out), headers=headers)
     finally:
         state.leave()
 
@@ -164,6 +171,10 @@ def _documented(path: str) -> dict[str, Any]:
     return {"response_model": theirs.response_model, "responses": theirs.responses}
 
 
+#: A route's 200 as a stream of server-sent events too (with "stream": true).
+_STREAMED: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}}}}
+
+
 def _router() -> Any:
     router = APIRouter(route_class=SpeculativeRoute)
     auth = [Depends(llama_app.authenticate)]
@@ -179,6 +190,13 @@ def _router() -> Any:
                  **_documented("/v1/chat/completions"))
     async def create_chat_completion(request: Request, body: ChatCompletionRequest) -> Any:
         return await _answer(request, body, chat=True)
+
+    @router.post("/v1/responses", summary="Responses", dependencies=auth, tags=[llama_app.openai_v1_tag],
+                 response_model=ResponseObject, responses=_STREAMED)
+    async def create_response(request: Request, body: ResponsesRequest) -> Any:
+        # OpenAI's Responses API, answered as the chat request it means (server/responses.py).
+        answer = ResponsesAnswer(body)
+        return await _answer(request, answer.chat, chat=True, responses=answer)
 
     @router.post("/extras/detokenize", summary="Detokenize", dependencies=auth, tags=[llama_app.extras_tag])
     async def detokenize(body: DetokenizeInputRequest,

@@ -38,7 +38,9 @@ SSE_EVENT_SCHEMA: dict[str, Any] = {
     "required": ["data"],
     "properties": {
         "data": {"type": "string", "description": "a JSON chunk (CreateCompletionResponse, or a "
-                                                  "chat.completion.chunk), a JSON error object, or [DONE]"},
+                                                  "chat.completion.chunk), a JSON error object, or [DONE]; "
+                                                  "on /v1/responses, a Responses API event (its type also "
+                                                  "in `event`)"},
         "event": {"type": "string"},
         "id": {"type": "string"},
         "retry": {"type": "integer"},
@@ -48,7 +50,7 @@ SSE_EVENT_SCHEMA: dict[str, Any] = {
 _ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
 
 #: Routes that queue for the model, and answer 503 when the queue is full.
-QUEUED = {"/v1/completions", "/v1/chat/completions"}
+QUEUED = {"/v1/completions", "/v1/chat/completions", "/v1/responses"}
 
 
 def publish_error_responses(app: Any, secured: bool = True) -> None:

@@ -107,6 +107,7 @@ REFUSED = {
     "an item reference": ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input"),
     "a file part": ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
                     "input[0].content[0]"),
+    "a text.format of another type": ({"text": {"format": {"type": "xml"}}}, "text.format"),
     "an image by file_id": ({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]},
                             "input[0].content[0]"),
 }
@@ -279,3 +280,21 @@ def test_an_error_mid_stream_is_an_error_event_then_a_failed_response():
     assert error["type"] == "error" and error["message"] == "worker lost"
     assert failed["type"] == "response.failed" and failed["response"]["status"] == "failed"
     assert failed["response"]["error"]["message"] == "worker lost"
+
+
+def test_a_refusal_of_the_chat_messages_names_the_input_they_came_from():
+    answer = ResponsesAnswer(ResponsesRequest.model_validate({"instructions": "i", "input": [
+        {"role": "user", "content": "a"}, {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": "x"}, {"role": "user", "content": "b"}]}))
+    assert answer.origins == ["instructions", "input[0]", "input[1]", "input[2]", "input[3]"]
+
+    def reworded(message: str) -> dict[str, Any]:
+        return answer.reword(ClientError(400, message, param="messages", code="invalid_messages")).error
+
+    assert reworded("messages[4]: content part 0 is an image") == {
+        "message": "input[3]: content part 0 is an image", "type": "invalid_request_error", "param": "input",
+        "code": "invalid_messages"}
+    assert reworded("messages[0]: the template cannot render this")["param"] == "instructions"
+    assert reworded("messages: the template cannot render this")["message"] == "input: the template cannot render this"
+    other = ClientError(400, "prompt too long", param=None, code="context_length_exceeded")
+    assert answer.reword(other) is other

@@ -196,7 +196,10 @@ def _router() -> Any:
     async def create_response(request: Request, body: ResponsesRequest) -> Any:
         # OpenAI's Responses API, answered as the chat request it means (server/responses.py).
         answer = ResponsesAnswer(body)
-        return await _answer(request, answer.chat, chat=True, responses=answer)
+        try:
+            return await _answer(request, answer.chat, chat=True, responses=answer)
+        except ClientError as exc:   # a refusal of the chat messages names the input they came from
+            raise answer.reword(exc) from None
 
     @router.post("/extras/detokenize", summary="Detokenize", dependencies=auth, tags=[llama_app.extras_tag])
     async def detokenize(body: DetokenizeInputRequest,

@@ -23,6 +23,7 @@ other than messages and function calls and their outputs, file inputs.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
@@ -40,6 +41,7 @@ from ngramspec.server.responses_types import (
     InputImage,
     InputText,
     MessageItem,
+    OtherFormat,
     OtherToolChoice,
     OutputTextPart,
     RefusalPart,
@@ -91,6 +93,9 @@ def _refuse_unsupported(body: ResponsesRequest) -> None:
     if other:
         raise _unsupported("include", f"`{other[0]}` is not supported (only reasoning.encrypted_content, which "
                                       "this server's responses never hold)")
+    if body.text is not None and isinstance(body.text.format, OtherFormat):
+        raise _unsupported("text.format", f"`{body.text.format.type}` is not supported (text, json_object, "
+                                          "json_schema)")
     if body.text is not None and body.text.verbosity not in (None, "medium"):
         raise _unsupported("text.verbosity", f"`{body.text.verbosity}` is not supported (only medium)")
 
@@ -129,19 +134,24 @@ def _output_text(where: str, output: Any) -> str:
     return "\n".join(texts)
 
 
-def _messages(body: ResponsesRequest) -> list[dict[str, Any]]:
-    """``instructions`` and ``input`` as chat messages."""
+def _messages(body: ResponsesRequest) -> tuple[list[dict[str, Any]], list[str]]:
+    """``instructions`` and ``input`` as chat messages, and where each came from
+    (``instructions``, ``input``, ``input[i]``)."""
     out: list[dict[str, Any]] = []
+    origins: list[str] = []
     if body.instructions is not None:
         out.append({"role": "system", "content": body.instructions})
+        origins.append("instructions")
     if isinstance(body.input, str):
         out.append({"role": "user", "content": body.input})
-        return out
+        origins.append("input")
+        return out, origins
     calls: set[str] = set()
     for i, item in enumerate(body.input):
         where = f"input[{i}]"
         if isinstance(item, MessageItem):
             out.append({"role": item.role, "content": _content(where, item.content)})
+            origins.append(where)
         elif isinstance(item, FunctionCallItem):
             call = {"id": item.call_id, "type": "function",
                     "function": {"name": item.name, "arguments": item.arguments}}
@@ -150,16 +160,18 @@ def _messages(body: ResponsesRequest) -> list[dict[str, Any]]:
                 last.setdefault("tool_calls", []).append(call)
             else:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                origins.append(where)
             calls.add(item.call_id)
         elif isinstance(item, FunctionCallOutputItem):
             if item.call_id not in calls:
                 raise _invalid("input", f"{where}: no function_call item with call_id `{item.call_id}` comes before "
                                         f"this function_call_output ({_STORE})")
             out.append({"role": "tool", "tool_call_id": item.call_id, "content": _output_text(where, item.output)})
+            origins.append(where)
         else:
             raise _unsupported("input", f"{where}: input items of type `{item.type}` are not supported (messages, "
                                         "function_call, function_call_output)")
-    return out
+    return out, origins
 
 
 def _tools(body: ResponsesRequest) -> list[FunctionTool]:
@@ -213,8 +225,12 @@ _SAMPLING = ("temperature", "top_p", "seed", "stop", "top_k", "min_p", "repeat_p
 def chat_request(body: ResponsesRequest) -> ChatCompletionRequest:
     """The chat request a Responses request means; a 400 for what it cannot mean."""
     _refuse_unsupported(body)
+    return _chat_request(body, _messages(body)[0])
+
+
+def _chat_request(body: ResponsesRequest, messages: list[dict[str, Any]]) -> ChatCompletionRequest:
     tools = _tools(body)
-    payload: dict[str, Any] = {"model": body.model, "messages": _messages(body), "stream": bool(body.stream),
+    payload: dict[str, Any] = {"model": body.model, "messages": messages, "stream": bool(body.stream),
                                "max_tokens": body.max_output_tokens, "user": body.user}
     if tools:
         payload["tools"] = [{"type": "function", "function": {
@@ -271,7 +287,9 @@ class ResponsesAnswer:
 
     def __init__(self, body: ResponsesRequest) -> None:
         self.body = body
-        self.chat = chat_request(body)
+        _refuse_unsupported(body)
+        messages, self.origins = _messages(body)
+        self.chat = _chat_request(body, messages)
         self.id = _id("resp")
         self.created_at = int(time.time())
 
@@ -343,6 +361,23 @@ class ResponsesAnswer:
 
     def stream(self, state: ServerState, body: Any, kwargs: dict[str, Any]) -> ResponsesStream:
         return ResponsesStream(state, body, kwargs, self)
+
+    def reword(self, err: ClientError) -> ClientError:
+        """A refusal of the chat messages (``messages[k]: ...``, param ``messages``) as
+        one of the input it came from (``input[i]: ...``, param ``input``)."""
+        if err.error.get("param") != "messages":
+            return err
+        message = str(err.error["message"])
+        match = re.match(r"messages\[(\d+)\]", message)
+        where = "input"
+        if match is not None and int(match.group(1)) < len(self.origins):
+            where = self.origins[int(match.group(1))]
+            message = where + message[match.end():]
+        elif message.startswith("messages"):
+            message = "input" + message[len("messages"):]
+        param = "instructions" if where == "instructions" else "input"
+        return ClientError(err.status, message, type=str(err.error["type"]), param=param,
+                           code=err.error.get("code"), headers=err.headers)
 
 
 def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
@@ -493,6 +528,9 @@ class ResponsesStream(StreamAnswer):
     def __init__(self, state: ServerState, body: Any, kwargs: dict[str, Any], answer: ResponsesAnswer) -> None:
         super().__init__(state, body, kwargs, chat=True)
         self.answer = answer
+
+    def _refusal(self, exc: Exception) -> ClientError:
+        return self.answer.reword(super()._refusal(exc))
 
     async def _events(self, llama: Any, iterator: Any, chunk: Any) -> AsyncIterator[dict[str, Any]]:
         translator = StreamTranslator(self.answer, str(self.kwargs.get("model") or ""))

@@ -17,18 +17,28 @@ from typing import Annotated, Any, Dict, List, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 __all__ = ["FunctionCallItem", "FunctionCallOutputItem", "FunctionTool", "InputImage", "InputText", "MessageItem",
-           "OtherItem", "OtherPart", "OtherTool", "OtherToolChoice", "OutputTextPart", "RefusalPart",
+           "OtherFormat", "OtherItem", "OtherPart", "OtherTool", "OtherToolChoice", "OutputTextPart", "RefusalPart",
            "ResponseObject", "ResponsesRequest", "TextFormatJsonObject", "TextFormatJsonSchema", "TextFormatText",
            "ToolChoiceFunction"]
 
 
-def _tag(value: Any, known: tuple[str, ...], default: str | None = None) -> str | None:
-    """The union branch of an input item, part or tool: its ``type`` when this server
-    knows it, ``other`` (refused with a 400 naming it) when not, ``default`` without one."""
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+def _tag(value: Any, known: dict[str, str], default: str | None = None) -> str | None:
+    """The union branch (its class's name) of an input item, part, tool or format: by its
+    ``type`` when this server knows it, ``Other...`` (refused with a 400 naming it) when
+    not, ``default`` without one (or when not an object: pydantic then says what it wants).
+    Branch names are capitalised, so that an error's place reads ``input[0].call_id``
+    (server/errors.py leaves them out)."""
+    if not isinstance(value, dict):
+        return default
+    kind = value.get("type")
     if kind is None:
         return default
-    return kind if kind in known else "other"
+    return known.get(kind, known["*"])
+
+
+def _discriminator(known: dict[str, str], default: str | None, what: str) -> Discriminator:
+    return Discriminator(lambda v: _tag(v, known, default), custom_error_type="missing_type",
+                         custom_error_message=f"{what} needs a `type`")
 
 
 # --- content parts of an input message ---------------------------------------------------
@@ -66,12 +76,21 @@ class OtherPart(BaseModel):
     type: str
 
 
-_PARTS = ("input_text", "output_text", "refusal", "input_image")
 ContentPart = Annotated[
-    Union[Annotated[InputText, Tag("input_text")], Annotated[OutputTextPart, Tag("output_text")],
-          Annotated[RefusalPart, Tag("refusal")], Annotated[InputImage, Tag("input_image")],
-          Annotated[OtherPart, Tag("other")]],
-    Discriminator(lambda v: _tag(v, _PARTS))]
+    Union[Annotated[InputText, Tag("InputText")], Annotated[OutputTextPart, Tag("OutputTextPart")],
+          Annotated[RefusalPart, Tag("RefusalPart")], Annotated[InputImage, Tag("InputImage")],
+          Annotated[OtherPart, Tag("OtherPart")]],
+    _discriminator({"input_text": "InputText", "output_text": "OutputTextPart", "refusal": "RefusalPart",
+                    "input_image": "InputImage", "*": "OtherPart"}, None, "a content part")]
+
+
+def _text_or_list(value: Any) -> str:
+    return "Text" if isinstance(value, str) else "List"
+
+
+#: A message's content, or a function's output: a string, or a list of content parts.
+TextOrParts = Annotated[Union[Annotated[str, Tag("Text")], Annotated[List[ContentPart], Tag("List")]],
+                        Discriminator(_text_or_list)]
 
 
 # --- input items ---------------------------------------------------------------------------
@@ -82,7 +101,7 @@ class MessageItem(BaseModel):
     model_config = ConfigDict(extra="allow")
     type: Optional[Literal["message"]] = None
     role: Literal["user", "assistant", "system", "developer"]
-    content: Union[str, List[ContentPart]]
+    content: TextOrParts
     id: Optional[str] = None
     status: Optional[str] = None
 
@@ -103,7 +122,7 @@ class FunctionCallOutputItem(BaseModel):
     model_config = ConfigDict(extra="allow")
     type: Literal["function_call_output"]
     call_id: str = Field(min_length=1)
-    output: Union[str, List[ContentPart]]
+    output: TextOrParts
     id: Optional[str] = None
     status: Optional[str] = None
 
@@ -115,11 +134,13 @@ class OtherItem(BaseModel):
     type: str
 
 
-_ITEMS = ("message", "function_call", "function_call_output")
 InputItem = Annotated[
-    Union[Annotated[MessageItem, Tag("message")], Annotated[FunctionCallItem, Tag("function_call")],
-          Annotated[FunctionCallOutputItem, Tag("function_call_output")], Annotated[OtherItem, Tag("other")]],
-    Discriminator(lambda v: _tag(v, _ITEMS, default="message"))]
+    Union[Annotated[MessageItem, Tag("MessageItem")], Annotated[FunctionCallItem, Tag("FunctionCallItem")],
+          Annotated[FunctionCallOutputItem, Tag("FunctionCallOutputItem")],
+          Annotated[OtherItem, Tag("OtherItem")]],
+    _discriminator({"message": "MessageItem", "function_call": "FunctionCallItem",
+                    "function_call_output": "FunctionCallOutputItem", "*": "OtherItem"}, "MessageItem",
+                   "an input item")]
 
 
 # --- tools, tool_choice, text.format ----------------------------------------------------------
@@ -140,8 +161,8 @@ class OtherTool(BaseModel):
     type: str
 
 
-Tool = Annotated[Union[Annotated[FunctionTool, Tag("function")], Annotated[OtherTool, Tag("other")]],
-                 Discriminator(lambda v: _tag(v, ("function",)))]
+Tool = Annotated[Union[Annotated[FunctionTool, Tag("FunctionTool")], Annotated[OtherTool, Tag("OtherTool")]],
+                 _discriminator({"function": "FunctionTool", "*": "OtherTool"}, None, "a tool")]
 
 
 class ToolChoiceFunction(BaseModel):
@@ -157,8 +178,9 @@ class OtherToolChoice(BaseModel):
 
 
 ToolChoiceObject = Annotated[
-    Union[Annotated[ToolChoiceFunction, Tag("function")], Annotated[OtherToolChoice, Tag("other")]],
-    Discriminator(lambda v: _tag(v, ("function",)))]
+    Union[Annotated[ToolChoiceFunction, Tag("ToolChoiceFunction")],
+          Annotated[OtherToolChoice, Tag("OtherToolChoice")]],
+    _discriminator({"function": "ToolChoiceFunction", "*": "OtherToolChoice"}, None, "a tool_choice object")]
 
 
 class TextFormatText(BaseModel):
@@ -181,10 +203,20 @@ class TextFormatJsonSchema(BaseModel):
     strict: Optional[bool] = None
 
 
+class OtherFormat(BaseModel):
+    """A ``text.format`` of another type: refused."""
+    model_config = ConfigDict(extra="allow")
+    type: str
+
+
 class TextConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    format: Optional[Union[TextFormatText, TextFormatJsonObject, TextFormatJsonSchema]] = Field(
-        default=None, discriminator="type")
+    format: Optional[Annotated[
+        Union[Annotated[TextFormatText, Tag("TextFormatText")],
+              Annotated[TextFormatJsonObject, Tag("TextFormatJsonObject")],
+              Annotated[TextFormatJsonSchema, Tag("TextFormatJsonSchema")], Annotated[OtherFormat, Tag("OtherFormat")]],
+        _discriminator({"text": "TextFormatText", "json_object": "TextFormatJsonObject",
+                        "json_schema": "TextFormatJsonSchema", "*": "OtherFormat"}, None, "text.format")]] = None
     verbosity: Optional[Literal["low", "medium", "high"]] = None
 
 
@@ -200,7 +232,8 @@ class ResponsesRequest(BaseModel):
          "max_output_tokens": 16}]})
 
     model: Optional[str] = None
-    input: Union[str, Annotated[List[InputItem], Field(min_length=1)]] = Field(
+    input: Annotated[Union[Annotated[str, Tag("Text")], Annotated[List[InputItem], Field(min_length=1), Tag("List")]],
+                     Discriminator(_text_or_list)] = Field(
         description="A string (one user message), or a list of items: messages (roles user, assistant, system, "
                     "developer), function_call and function_call_output items.")
     instructions: Optional[str] = Field(default=None, description="A system message put before the input.")

@@ -69,7 +69,7 @@ class StreamAnswer(Response):
                     call = llama.create_chat_completion if self.chat else llama.create_completion
                     iterator, first = await run_in_threadpool(_start, call, self.kwargs, self.n)
                 except Exception as exc:
-                    err = _client_error(exc, self.state, self.request_body, self.kwargs)
+                    err = self._refusal(exc)
                     await error_json(err)(scope, receive, send)
                     return
                 try:
@@ -88,6 +88,10 @@ class StreamAnswer(Response):
                         await run_in_threadpool(_close, iterator)
         finally:
             self.state.leave()
+
+    def _refusal(self, exc: Exception) -> ClientError:
+        """What failed the request before its stream started, as the JSON error it gets."""
+        return _client_error(exc, self.state, self.request_body, self.kwargs)
 
     async def _events(self, llama: Any, iterator: Any, chunk: Any) -> Any:
         body = self.request_body

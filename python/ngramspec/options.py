@@ -45,6 +45,9 @@ class EngineOptions:
     min_order: int = _option(2, "shortest context the n-gram tables draft from", minimum=1)
     max_order: int = _option(4, "longest context the n-gram tables draft from", minimum=1)
     window: int = _option(512, "tokens of recent text the n-gram tables count", minimum=1)
+    ngram: bool = _option(
+        True, "draft from n-gram tables of the recent text (false, with copy false: only a memory, a draft model "
+              "or a prediction drafts)")
     copy: bool = _option(True, "also draft long copies of what followed the longest earlier match of the context")
     trace: bool = _option(False, "record every pass in the stats' trace (source, offered, verified, accepted, time)")
     invariance_cache: bool = _option(

@@ -46,6 +46,8 @@ from ngramspec.sampling import SamplingParams
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
+    from ngramspec.proposers.draft_model import DraftModelProposer
+
 __all__ = ["DEFAULT_MAX_DRAFT", "SpeculativeEngine"]
 
 
@@ -84,8 +86,10 @@ class SpeculativeEngine:
         self.batch_limit = _llama.batch_limit(llm)
         self.max_draft = int(min(max_draft, self.batch_limit - 1))
         self.invariance = invariance
-        self.proposers: list[Proposer] = [NGramProposer(min_order=opts.min_order, max_order=opts.max_order,
-                                                        window=opts.window)]
+        self.proposers: list[Proposer] = []
+        if opts.ngram:
+            self.proposers.append(NGramProposer(min_order=opts.min_order, max_order=opts.max_order,
+                                                window=opts.window))
         if opts.copy:
             self.proposers.append(CopyProposer())
         if memory is False:   # spelled out: no memory (the default, None, is the same)
@@ -99,12 +103,14 @@ class SpeculativeEngine:
         # The gate that prices each costly proposer before it is called, kept here so
         # that its probe interval runs across generations (callers read its counters).
         self.gates: dict[Proposer, CostlyGate] = {}
+        # The draft model's proposer (None without one): callers read its figures.
+        self.draft_proposer: DraftModelProposer | None = None
         if draft_model is not None:  # a second Llama drafting (docs/draft-model.md)
             from ngramspec.proposers.draft_model import as_draft_proposer
 
-            draft = as_draft_proposer(draft_model, llm)
-            self.gates[draft] = CostlyGate()
-            self.proposers.append(draft)
+            self.draft_proposer = as_draft_proposer(draft_model, llm)
+            self.gates[self.draft_proposer] = CostlyGate()
+            self.proposers.append(self.draft_proposer)
         self._adaptive = adaptive
         self._plans: dict[bool, tuple[VerifyPlan, Policy]] = {}
         self._rollback_ok = _llama.can_roll_back(llm)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ngramspec.suite.loading import draft_proposer
 from ngramspec.suite.methods import PREDICTION_METHODS
 from ngramspec.suite.run_record import FirstTokenClock, Run
 from ngramspec.suite.sources import Item
@@ -34,7 +33,7 @@ class InProcessMethods:
             if method in self.engines:
                 self.llm.reset()
                 engine = self.engines[method]
-                drafter = draft_proposer(engine)
+                drafter = engine.draft_proposer
                 if drafter is not None:
                     if self.draft_llm is not None:
                         self.draft_llm.reset()   # no draft prompt cached from another method's run

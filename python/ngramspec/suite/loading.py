@@ -1,15 +1,17 @@
 """Loads what a method runs on: the model file, its ``Llama`` and, for an
-ngramspec method, its SpeculativeEngine (the options in methods.ENGINE_OPTIONS).
+ngramspec method, its SpeculativeEngine (built from methods.ENGINE_OPTIONS).
 The suite, the peak-RSS probe and the other build's worker all load through here."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
-from ngramspec.suite.methods import ENGINE_OPTIONS, LOOKUP_PRED_TOKENS, draft_model_for
+from ngramspec.suite.methods import DRAFT_METHODS, ENGINE_OPTIONS, LOOKUP_PRED_TOKENS, draft_model_for
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
+
+    from ngramspec.engine.speculative_engine import SpeculativeEngine
 
 
 def model_path(model: str) -> str:
@@ -37,20 +39,17 @@ def load(path: str, method: str, n_ctx: int, threads: int | None, settings: Llam
     return load_llama(path, rpc=rpc, **kwargs)
 
 
-def make_engine(llm: Llama, method: str, **extra: Any) -> Any:
-    """The SpeculativeEngine for an ngramspec method, ``extra`` (e.g. invariance,
-    or draft_model: a loaded draft Llama) added."""
+def make_engine(llm: Llama, method: str, *, draft_model: Any = None, **changes: Any) -> SpeculativeEngine:
+    """The SpeculativeEngine of an ngramspec method: ``ENGINE_OPTIONS[method]`` with
+    ``changes`` (e.g. invariance, trace). A draft-model method drafts with
+    ``draft_model`` (a loaded draft Llama), else with ``draft_model_for`` the target's
+    file, which the engine loads with the target's n_ctx and threads."""
     from ngramspec.engine.speculative_engine import SpeculativeEngine
 
-    options = {**ENGINE_OPTIONS[method], **extra}
-    if options.get("draft_model") is True:
-        options["draft_model"] = draft_model_for(llm.model_path)
-    engine = SpeculativeEngine(llm, **options)
-    if method == "draft-only":  # the engine always has its n-gram proposer: keep only the draft model
-        engine.proposers = [p for p in engine.proposers if getattr(p, "gate", None) is not None]
-    return engine
-
-
-def draft_proposer(engine: Any) -> Any:
-    """The engine's draft-model proposer, or None."""
-    return next((p for p in engine.proposers if getattr(p, "gate", None) is not None), None)
+    options = ENGINE_OPTIONS[method].replace(**changes)
+    if method in DRAFT_METHODS:
+        options = options.replace(draft_model=draft_model if draft_model is not None
+                                  else draft_model_for(llm.model_path))
+    elif draft_model is not None:
+        raise ValueError(f"{method!r} drafts without a draft model")
+    return SpeculativeEngine(llm, options)

@@ -1,10 +1,11 @@
-"""The methods the suite compares, by name, and how each ngramspec method
-configures its SpeculativeEngine. Every other suite module (the runner, the
+"""The methods the suite compares, by name, and the ``EngineOptions`` each ngramspec
+method builds its SpeculativeEngine from. Every other suite module (the runner, the
 peak-RSS probe, the other build's worker, the reports) reads the names from here."""
 from __future__ import annotations
 
 import os
-from typing import Any
+
+from ngramspec.options import EngineOptions
 
 METHODS = ("plain", "prompt lookup", "ngramspec")
 # The draft-model methods: model-free sources plus a draft model, and the draft
@@ -17,7 +18,7 @@ DRAFT_METHODS = ("ngramspec+draft", "draft-only")
 # (the predicted_edit workload); each has its own engine.
 PREDICTION_METHODS = ("ngramspec+prediction", "ngramspec+wrong-prediction")
 # Run only when asked for: ngramspec without its copy drafts (an ablation), fast mode
-# (exact=False: every batch size, up to 16 draft tokens; its output may drift from
+# (exact=False: every batch size, up to 64 draft tokens; its output may drift from
 # plain greedy at floating-point near-ties), the draft-model and the prediction methods.
 EXTRA_METHODS: tuple[str, ...] = ("ngramspec n-gram only", "ngramspec fast") + DRAFT_METHODS + PREDICTION_METHODS
 # The methods each llama.cpp build runs when two run side by side (other_build.py):
@@ -36,20 +37,22 @@ LOOKUP_PRED_TOKENS = 10
 # engine's default cap (a draft of 64 tokens and the token before it).
 MEASURED_MAX_BATCH = 65
 
-# How each ngramspec method configures its SpeculativeEngine: the suite and the
-# peak-RSS probe (rss.py) both build engines from this one table.
-ENGINE_OPTIONS: dict[str, dict[str, Any]] = {
-    "ngramspec": {},
-    "ngramspec n-gram only": {"copy": False},
-    "ngramspec fast": {"exact": False, "max_draft": MEASURED_MAX_BATCH - 1},
-    # draft_model=True: the target's draft model (draft_model_for), loaded by the
-    # engine with the target's n_ctx and threads unless make_engine is given a Llama.
-    "ngramspec+draft": {"draft_model": True},
-    # The draft model alone, always called, every allowed draft token verified, at
-    # most 3 per pass: llama-server's draft-model defaults (draft n_max 3, p_min 0), so
-    # its acceptance is the draft model's own, not the gate's choice.
-    "draft-only": {"copy": False, "draft_model": True, "adaptive": False, "max_draft": 3},
-    **{m: {} for m in PREDICTION_METHODS},
+# The EngineOptions each ngramspec method builds its SpeculativeEngine from (make_engine
+# in loading.py): the suite, the peak-RSS probe and the other build's worker all build
+# engines from this one table. "plain" and "prompt lookup" are llama-cpp-python's own
+# decoding, with no engine. The draft-model methods' draft model is a loaded Llama, given
+# when the engine is built (``make_engine(..., draft_model=...)``, else the engine loads
+# ``draft_model_for(model)``): it is not in the table.
+ENGINE_OPTIONS: dict[str, EngineOptions] = {
+    "ngramspec": EngineOptions(),
+    "ngramspec n-gram only": EngineOptions(copy=False),
+    "ngramspec fast": EngineOptions(exact=False, max_draft=MEASURED_MAX_BATCH - 1),
+    "ngramspec+draft": EngineOptions(),
+    # The draft model alone (no n-gram or copy drafts), always called, every allowed draft
+    # token verified, at most 3 per pass: llama-server's draft-model defaults (draft n_max
+    # 3, p_min 0), so its acceptance is the draft model's own, not the gate's choice.
+    "draft-only": EngineOptions(ngram=False, copy=False, adaptive=False, max_draft=3),
+    **{m: EngineOptions() for m in PREDICTION_METHODS},
 }
 
 

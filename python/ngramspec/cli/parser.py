@@ -6,6 +6,7 @@ import argparse
 
 from ngramspec.cli.common import DEFAULT_MAX_TOKENS
 from ngramspec.cli.demo import DEMO_MAX_TOKENS
+from ngramspec.cli.spellings import add_other_spellings
 from ngramspec.models import DEFAULT_MODEL
 from ngramspec.options import add_arguments
 
@@ -24,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", add_help=False,
                    help="OpenAI-compatible server (llama-cpp-python's) answering with speculative decoding; "
                         "`ngramspec serve --help` lists its settings")
+    # --n_ctx for --n-ctx, --n_threads for --threads...: serve's spellings work here too.
+    add_other_spellings(ap)
     return ap
 
 

@@ -13,6 +13,7 @@ from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
 from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
 
 from ngramspec import models
+from ngramspec.cli.spellings import add_other_spellings
 from ngramspec.errors import UserError
 from ngramspec.log import show_on_stderr
 from ngramspec.options import add_arguments, from_arguments, parse_bool
@@ -71,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     ours.add_argument("--strict_model_names", dest="strict_model_names", type=parse_bool, default=False,
                       help="answer a request that names another model with 404 model_not_found (default: false: "
                            "serving one model, any name is that model, as llama.cpp's server does)")
+    # The other commands' spellings work here too (--n-ctx, --threads, --max-draft), except
+    # --draft-model: generate's is a second model drafting, llama-cpp-python's
+    # --draft_model its prompt-lookup decoder (ngramspec's own engine drafts here).
+    add_other_spellings(parser, skip=("--draft_model",))
     return parser
 
 

@@ -3,8 +3,9 @@
 
 - ``before_call`` caps how many tokens a request may generate: every phase's
   requests (the schema's own examples too) ask for at most CAP tokens, so ~1,000
-  requests fit in minutes. Only an integer above CAP is lowered, and a chat request
-  that names no limit gets one; a negative, zero or mistyped value is sent as drawn.
+  requests fit in minutes. Only an integer above CAP is lowered, and a chat or
+  /v1/responses request that names no limit gets one; a negative, zero or mistyped
+  value is sent as drawn.
 - ``openai_error_shape`` checks that every 4xx body is OpenAI's error object.
 """
 from __future__ import annotations
@@ -22,12 +23,14 @@ def before_call(ctx: Any, case: Any, **kwargs: Any) -> None:
     body = case.body
     if not isinstance(body, dict):
         return
-    for name in ("max_tokens", "max_completion_tokens"):
+    for name in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
         value = body.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and value > CAP:
             body[name] = CAP
     if "messages" in body and body.get("max_tokens") is None and body.get("max_completion_tokens") is None:
         body["max_tokens"] = CAP     # a chat request's default is the whole context
+    if getattr(case, "path", None) == "/v1/responses" and body.get("max_output_tokens") is None:
+        body["max_output_tokens"] = CAP
 
 
 @schemathesis.check

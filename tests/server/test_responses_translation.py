@@ -137,6 +137,9 @@ def test_what_is_inconsistent_is_a_400(case):
 
 @pytest.mark.parametrize("body", [
     {"input": "x", "frequency_penalty": 1},           # a chat field, not a Responses one: unknown here
+    {"input": "x", "repeat_penalty": 1.0},            # nor llama.cpp's repetition penalty (OpenAI has none)
+    {"input": [{"type": {"a": 1}}]},                  # a type that is not a string
+    {"input": "x", "tools": [{"type": ["function"]}]},
     {"input": []},
     {"input": "x", "max_output_tokens": 0},
     {"input": "x", "temperature": 2.5},

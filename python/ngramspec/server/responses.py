@@ -219,7 +219,7 @@ def _response_format(body: ResponsesRequest) -> dict[str, Any] | None:
 
 
 #: Sampling fields that pass to the chat request as they are, when given.
-_SAMPLING = ("temperature", "top_p", "seed", "stop", "top_k", "min_p", "repeat_penalty")
+_SAMPLING = ("temperature", "top_p", "seed", "stop", "top_k", "min_p")
 
 
 def chat_request(body: ResponsesRequest) -> ChatCompletionRequest:

@@ -33,7 +33,7 @@ def _tag(value: Any, known: dict[str, str], default: str | None = None) -> str |
     kind = value.get("type")
     if kind is None:
         return default
-    return known.get(kind, known["*"])
+    return known.get(kind, known["*"]) if isinstance(kind, str) else known["*"]   # pydantic: "should be a string"
 
 
 def _discriminator(known: dict[str, str], default: str | None, what: str) -> Discriminator:
@@ -70,10 +70,16 @@ class InputImage(BaseModel):
     detail: Optional[str] = None
 
 
+def _other(*known: str) -> Any:
+    """The ``type`` of an ``Other...`` branch: any string but the known ones (so that
+    the schema's ``oneOf`` has one branch for each value, as the discriminator picks)."""
+    return Field(json_schema_extra={"not": {"enum": list(known)}})
+
+
 class OtherPart(BaseModel):
     """A content part of a type this server does not take (``input_file``, ``input_audio``...)."""
     model_config = ConfigDict(extra="allow")
-    type: str
+    type: str = _other("input_text", "output_text", "refusal", "input_image")
 
 
 ContentPart = Annotated[
@@ -131,7 +137,7 @@ class OtherItem(BaseModel):
     """An input item of a type this server does not take (``reasoning``,
     ``item_reference``, built-in tools' calls...)."""
     model_config = ConfigDict(extra="allow")
-    type: str
+    type: str = _other("message", "function_call", "function_call_output")
 
 
 InputItem = Annotated[
@@ -158,7 +164,7 @@ class OtherTool(BaseModel):
     """A built-in tool (``web_search``, ``file_search``, ``computer_use_preview``,
     ``mcp``, ``custom``...): refused, this server runs none."""
     model_config = ConfigDict(extra="allow")
-    type: str
+    type: str = _other("function")
 
 
 Tool = Annotated[Union[Annotated[FunctionTool, Tag("FunctionTool")], Annotated[OtherTool, Tag("OtherTool")]],
@@ -174,7 +180,7 @@ class ToolChoiceFunction(BaseModel):
 class OtherToolChoice(BaseModel):
     """``allowed_tools``, a built-in tool's type, ``mcp``, ``custom``: refused."""
     model_config = ConfigDict(extra="allow")
-    type: str
+    type: str = _other("function")
 
 
 ToolChoiceObject = Annotated[
@@ -206,7 +212,7 @@ class TextFormatJsonSchema(BaseModel):
 class OtherFormat(BaseModel):
     """A ``text.format`` of another type: refused."""
     model_config = ConfigDict(extra="allow")
-    type: str
+    type: str = _other("text", "json_object", "json_schema")
 
 
 class TextConfig(BaseModel):
@@ -278,7 +284,6 @@ class ResponsesRequest(BaseModel):
     stop: Optional[Union[str, List[str]]] = Field(default=None, description=_EXTENSION)
     top_k: Optional[int] = Field(default=None, description=_EXTENSION)
     min_p: Optional[float] = Field(default=None, description=_EXTENSION)
-    repeat_penalty: Optional[float] = Field(default=None, ge=0.0, description=_EXTENSION)
 
 
 # --- the response, as /openapi.json documents it ------------------------------------------------

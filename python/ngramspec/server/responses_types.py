@@ -252,7 +252,7 @@ class ResponsesRequest(BaseModel):
     tools: Optional[List[Tool]] = Field(default=None, description="Function tools (built-in tools are refused).")
     tool_choice: Optional[Union[Literal["none", "auto", "required"], ToolChoiceObject]] = None
     parallel_tool_calls: Optional[bool] = None
-    max_tool_calls: Optional[int] = Field(default=None, ge=1, description="At most one call is made per response.")
+    max_tool_calls: Optional[int] = Field(default=None, ge=1, description="Not enforced: a forced call is one call.")
     text: Optional[TextConfig] = None
     # Accepted; they change nothing here (nothing is stored: `store` is answered false).
     store: Optional[bool] = None

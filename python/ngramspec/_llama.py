@@ -30,6 +30,18 @@ def llama_cpp_module() -> Any:
     return llama_cpp
 
 
+def grammar_source(grammar: Any) -> tuple[str, str]:
+    """The GBNF text and root rule of a ``llama_cpp.LlamaGrammar``: what llama.cpp's
+    grammar sampler is made from, which llama-cpp-python keeps private (``_grammar``,
+    ``_root``). The package reads a grammar's text here and nowhere else. TypeError
+    for anything but a LlamaGrammar."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    if not isinstance(grammar, LlamaGrammar):
+        raise TypeError(f"grammar must be a llama_cpp.LlamaGrammar, got {type(grammar).__name__}")
+    return str(grammar._grammar), str(grammar._root)
+
+
 def context_of(llm: Any) -> Any:
     """The raw llama_context pointer, or a clear error if ``llm`` is unusable."""
     llama_cpp = _module if _module is not None else llama_cpp_module()
@@ -57,6 +69,17 @@ def model_handle(llm: Any) -> Any:
 def vocab_handle(llm: Any) -> Any:
     """The raw llama_vocab pointer of ``llm``."""
     return llm._model.vocab
+
+
+def vocabulary_texts(llm: Any) -> Iterator[bytes] | None:
+    """Each token's vocabulary entry (llama.cpp's own token text), in token order, for
+    a ``llama_cpp.Llama``; None for a stand-in that has no llama.cpp model."""
+    vocab = getattr(getattr(llm, "_model", None), "vocab", None)
+    if vocab is None:
+        return None
+    llama_cpp = llama_cpp_module()
+    get = getattr(llama_cpp, "llama_vocab_get_text", None) or llama_cpp.llama_token_get_text
+    return (get(vocab, i) or b"" for i in range(int(llm.n_vocab())))
 
 
 def eos_bos_text(llm: Any) -> tuple[str, str]:

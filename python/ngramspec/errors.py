@@ -2,18 +2,17 @@
 error ngramspec raises on purpose with one ``except``; and the shared ones that
 callers tell apart by type, not by message. Each also derives from the built-in
 exception it was before (``ValueError``, ``RuntimeError``), so no existing ``except``
-breaks, and the names without the ``Error`` suffix stay importable as aliases.
+breaks.
 
 The other exceptions live beside the code that raises them and derive from the base:
 ``builds.llama_build.BuildError``, ``models.ModelFetchError`` and ``ModelLoadError``,
 ``memory.MemoryFileError`` and ``TokenizerMismatchError``, ``server.errors.ClientError``,
-and the benchmark's ``suite.sources.MissingMaterialError``,
+and the benchmark's ``suite.workload.MissingMaterialError``,
 ``suite.llama_server.ServerError`` and ``suite.other_build.OtherBuildError``.
 """
 from __future__ import annotations
 
-__all__ = ["ContextTooSmall", "ContextTooSmallError", "MissingChatTemplate", "MissingChatTemplateError",
-           "NgramspecError", "PromptTooLong", "PromptTooLongError", "UserError"]
+__all__ = ["ContextTooSmallError", "MissingChatTemplateError", "NgramspecError", "PromptTooLongError", "UserError"]
 
 
 class NgramspecError(Exception):
@@ -37,9 +36,3 @@ class PromptTooLongError(NgramspecError, ValueError):
 class MissingChatTemplateError(NgramspecError, ValueError):
     """The model's GGUF metadata has no chat template, so chat prompts cannot be
     formatted for it (the benchmark's chat workloads need one)."""
-
-
-# The names before the Error suffix, for callers that catch them.
-ContextTooSmall = ContextTooSmallError
-PromptTooLong = PromptTooLongError
-MissingChatTemplate = MissingChatTemplateError

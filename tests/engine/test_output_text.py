@@ -9,8 +9,17 @@ from ngramspec.engine.output_text import OutputText
 
 
 class FakeLlama:
+    """A Llama as OutputText reads one (output_text.RendersTokens): llama.cpp's own
+    tokenizer (each token renders alone), no BOS, pieces for tokens."""
+
     def __init__(self, pieces):
+        from llama_cpp.llama_tokenizer import LlamaTokenizer
+
         self.pieces = pieces
+        self.tokenizer_ = LlamaTokenizer.__new__(LlamaTokenizer)   # its type is all OutputText reads
+
+    def token_bos(self):
+        return -1
 
     def detokenize(self, tokens, prev_tokens=None):
         return b"".join(self.pieces[t] for t in tokens)

@@ -89,10 +89,12 @@ def test_no_memory_unless_given_and_isolated(llm, invariance):
     off = wrap(llm, invariance=invariance, memory=False)
     assert off.engine.memory is None
     # Two wrappers with their own memories: what one learned the other never drafts.
-    one, two = wrap(llm, invariance=invariance, memory=Memory()), wrap(llm, invariance=invariance, memory=Memory())
+    mine, theirs = Memory(), Memory()
+    one, two = wrap(llm, invariance=invariance, memory=mine), wrap(llm, invariance=invariance, memory=theirs)
+    assert one.engine.memory is mine and two.engine.memory is theirs
     llm.reset()
     one.create_completion(EXTRACT, max_tokens=N, temperature=0)
-    assert len(one.engine.memory) > 0 and len(two.engine.memory) == 0
+    assert len(mine) > 0 and len(theirs) == 0
     llm.reset()
     out = two.create_completion(EXTRACT, max_tokens=N, temperature=0)
     assert "memory" not in out["speculative"]["passes_by_source"]
@@ -119,13 +121,15 @@ def test_memory_rejects_non_memory_objects(llm, invariance):
 
 def test_save_and_load_through_the_engine(llm, invariance, tmp_path: Path):
     llm.reset()
-    first = SpeculativeEngine(llm, invariance=invariance, memory=Memory(), adaptive=fixed_cost_policy())
+    memory = Memory()
+    first = SpeculativeEngine(llm, invariance=invariance, memory=memory, adaptive=fixed_cost_policy())
+    assert first.memory is memory
     gen1 = first.generate(EXTRACT, max_tokens=N)
     path = tmp_path / "mem.ngsm"
-    first.memory.save(path)
+    memory.save(path)
     loaded = Memory.load(path)
-    assert len(loaded) == len(first.memory) > 0
-    assert loaded.fingerprint == first.memory.fingerprint
+    assert len(loaded) == len(memory) > 0
+    assert loaded.fingerprint == memory.fingerprint
     llm.reset()
     second = SpeculativeEngine(llm, invariance=invariance, memory=loaded, adaptive=fixed_cost_policy())
     gen2 = second.generate(EXTRACT, max_tokens=N)

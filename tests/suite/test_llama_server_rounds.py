@@ -17,7 +17,7 @@ import pytest
 
 from ngramspec.suite.llama_server import LlamaServer, ServerError
 from ngramspec.suite.runner import Suite
-from ngramspec.suite.sources import Item, Workload
+from ngramspec.suite.workload import Item, Workload
 
 FAKE = textwrap.dedent("""\
     import json, os, sys

@@ -11,7 +11,7 @@ import pytest
 
 from ngramspec import models
 from ngramspec.suite import loading, methods, rss
-from ngramspec.suite.sources import Item
+from ngramspec.suite.workload import Item
 
 
 @pytest.fixture(scope="module")

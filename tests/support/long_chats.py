@@ -14,7 +14,7 @@ import inspect
 import shlex
 import textwrap
 
-from ngramspec.suite.sources import iso3166_rows
+from ngramspec.suite.workload import iso3166_rows
 
 STORY_OPENING = """\
 The lighthouse on Gannet Rock had been automated for eleven years when Mara Quill

@@ -15,7 +15,7 @@ def run(args: argparse.Namespace) -> int:
     from ngramspec.suite import run_suite
     from ngramspec.suite.llama_settings import LlamaSettings
     from ngramspec.suite.other_build import OtherBuildError
-    from ngramspec.suite.sources import MissingMaterialError
+    from ngramspec.suite.workload import MissingMaterialError
 
     if args.rounds is not None and args.rounds < 1:
         raise UserError("--rounds must be >= 1")

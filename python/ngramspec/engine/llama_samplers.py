@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ngramspec._llama import llama_cpp_module, vocab_handle
+from ngramspec._llama import grammar_source, llama_cpp_module, vocab_handle
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -56,10 +56,8 @@ class TokenArray:
 
 def _grammar_sampler(llm: Llama, grammar: Any) -> Any:
     lc = llama_cpp_module()
-    text, root = getattr(grammar, "_grammar", None), getattr(grammar, "_root", "root")
-    if not isinstance(text, str):
-        raise TypeError(f"grammar must be a llama_cpp.LlamaGrammar, got {type(grammar).__name__}")
-    ptr = lc.llama_sampler_init_grammar(vocab_handle(llm), text.encode("utf-8"), str(root).encode("utf-8"))
+    text, root = grammar_source(grammar)
+    ptr = lc.llama_sampler_init_grammar(vocab_handle(llm), text.encode("utf-8"), root.encode("utf-8"))
     if not ptr:
         # llama.cpp logs the parse error; plain llama-cpp-python would add the NULL
         # sampler to its chain and crash on the first token.

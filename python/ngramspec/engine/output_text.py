@@ -16,9 +16,9 @@ a stop string), which is what a stream may send.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["OutputText", "renders_alone", "utf8_complete_prefix"]
+__all__ = ["OutputText", "RendersTokens", "renders_alone", "utf8_complete_prefix"]
 
 _REPLACEMENT = "\ufffd".encode()
 
@@ -41,14 +41,24 @@ def _incomplete_tail(data: bytes | bytearray, end: int) -> int:
     return 0
 
 
-def renders_alone(llm: Any) -> bool:
+class RendersTokens(Protocol):
+    """What ``OutputText`` reads of a ``llama_cpp.Llama``: its tokenizer object
+    (``Llama.tokenizer_``), its detokenizer and its BOS token."""
+
+    tokenizer_: Any
+
+    def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None) -> bytes: ...
+
+    def token_bos(self) -> int: ...
+
+
+def renders_alone(llm: RendersTokens) -> bool:
     """Whether each token of ``llm`` renders to the same bytes wherever it stands:
     true of llama.cpp's own tokenizer (llama-cpp-python's ``LlamaTokenizer``, the
     default), not assumed of any other (a subclass, ``LlamaHFTokenizer``)."""
     from llama_cpp.llama_tokenizer import LlamaTokenizer
 
-    tokenizer = getattr(llm, "tokenizer_", None)
-    return tokenizer is None or type(tokenizer) is LlamaTokenizer
+    return type(llm.tokenizer_) is LlamaTokenizer
 
 
 class OutputText:
@@ -58,7 +68,7 @@ class OutputText:
     of one Llama (its tokenizer renders a token the same way every time, and a
     dict lookup costs a fraction of a detokenize call through llama-cpp-python)."""
 
-    def __init__(self, llm: Any, stops: Sequence[str], pieces: dict[int, bytes] | None = None,
+    def __init__(self, llm: RendersTokens, stops: Sequence[str], pieces: dict[int, bytes] | None = None,
                  prompt: Sequence[int] = (), *, after_bos: bool = False) -> None:
         self._detokenize = llm.detokenize
         self._pieces: dict[int, bytes] = {} if pieces is None else pieces
@@ -75,8 +85,7 @@ class OutputText:
         self.stopped = False         # a stop string ended the text
         self._multibyte_fix = 0
         self._checked = 0            # bytes already searched for stop strings
-        bos = getattr(llm, "token_bos", None)
-        self._bos = int(bos()) if callable(bos) else None
+        self._bos = int(llm.token_bos())    # -1 for a model without one (no token is -1)
         self._first = True
         # llama-cpp-python's detokenize drops the text's first byte when it is a space
         # and the tokens start with BOS (a Llama-1 habit it undoes), and plain decoding

@@ -38,6 +38,7 @@ from ngramspec.engine.run_host import RunHost
 from ngramspec.engine.stats import GenerationStats
 from ngramspec.options import DEFAULT_MAX_DRAFT, EngineOptions
 from ngramspec.proposers.base import Proposer
+from ngramspec.memory.store import Memory
 from ngramspec.proposers.copy import CopyProposer
 from ngramspec.proposers.ngram import NGramProposer
 from ngramspec.proposers.prediction import PredictionProposer
@@ -94,7 +95,7 @@ class SpeculativeEngine:
             self.proposers.append(CopyProposer())
         if memory is False:   # spelled out: no memory (the default, None, is the same)
             memory = None
-        if memory is not None and not callable(getattr(memory, "proposer_for", None)):
+        if memory is not None and not isinstance(memory, Memory):
             raise TypeError(f"memory must be an ngramspec.Memory, None or False, got {type(memory).__name__} "
                             "(load a file with ngramspec.Memory.load(path))")
         self.memory = memory
@@ -126,11 +127,7 @@ class SpeculativeEngine:
         self._generations = itertools.count(1)
         self._current = 0   # the generation that owns the Llama's state
 
-    # -- compatibility views of the default plan -----------------------------
-    @property
-    def predictor(self) -> Any:
-        return self.proposers[0].predictor  # type: ignore[attr-defined]
-
+    # -- the policy of the default exactness --------------------------------
     @property
     def policy(self) -> Any:
         """The policy of the default exactness (None without adaptivity)."""

@@ -45,7 +45,10 @@ class GenerationStats:
     time_audit_s: float = 0.0
     time_prefill_s: float = 0.0
     time_decode_s: float = 0.0       # inside llama_decode after prefill
-    time_predictor_s: float = 0.0    # NGramPredictor.update/predict
+    # In the Drafter: begin, draft (every proposer's proposal, a draft model's decoding
+    # included, and the policy's choice) and accept (every proposer and the policy told
+    # the emitted tokens); the name is from when the n-gram tables were all there was.
+    time_predictor_s: float = 0.0
     time_total_s: float = 0.0
 
     @property

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ngramspec import _llama
 from ngramspec.errors import NgramspecError
 
 __all__ = ["TokenizerFingerprint", "TokenizerMismatchError", "tokenizer_fingerprint"]
@@ -52,17 +53,11 @@ _fingerprints_lock = threading.Lock()
 def _token_texts(llm: Any) -> Iterator[bytes]:
     """Each token's text as bytes. llama.cpp's own token text (the vocabulary entry)
     where available, else the detokenized bytes (duck-typed models, tests)."""
-    n = int(llm.n_vocab())
-    model = getattr(llm, "_model", None)
-    vocab = getattr(model, "vocab", None)
-    if vocab is not None:
-        import llama_cpp
-
-        get = getattr(llama_cpp, "llama_vocab_get_text", None) or llama_cpp.llama_token_get_text
-        for i in range(n):
-            yield get(vocab, i) or b""
+    texts = _llama.vocabulary_texts(llm)
+    if texts is not None:
+        yield from texts
     else:
-        for i in range(n):
+        for i in range(int(llm.n_vocab())):
             yield bytes(llm.detokenize([i]))
 
 

@@ -27,9 +27,11 @@ What a proposer says about itself (class attributes, with the base's defaults):
     every proposer side by side without knowing what the buckets mean;
   * ``keeps_acceptance``: its buckets carry what they learned into the next
     generation (a proposer whose text spans requests, such as a Memory); by default
-    each generation starts again from the priors;
-  * ``costly``: ``propose`` runs a model, so the drafting layer prices a call before
-    making it (``drafting.cost_gate``), with ``expected_seconds(k)``.
+    each generation starts again from the priors.
+A proposer whose ``propose`` runs a model derives from ``CostlyProposer``: the
+drafting layer prices each call before making it (``drafting.cost_gate``), from
+what that class declares (``expected_seconds(k)``, ``planned_sources``,
+``pending_tokens``, ``size_ratio``).
 """
 from __future__ import annotations
 
@@ -98,8 +100,6 @@ class Proposer:
     source_priors: Sequence[float] = ()
     #: Its buckets keep what they learned from one generation to the next.
     keeps_acceptance: ClassVar[bool] = False
-    #: ``propose`` runs a model: priced before each call (``expected_seconds``).
-    costly: ClassVar[bool] = False
 
     def set_sampling(self, sampling: Any) -> None:
         """The next generation's sampling parameters (None: greedy)."""
@@ -126,7 +126,6 @@ class CostlyProposer(Proposer):
     """A proposer whose ``propose`` runs a model, so it is priced before each call
     (``drafting.cost_gate.CostlyGate``) from what it says here."""
 
-    costly: ClassVar[bool] = True
     #: Its model's size over the target's, to price a call before any was timed.
     size_ratio: float = 1.0
 
@@ -137,8 +136,3 @@ class CostlyProposer(Proposer):
     def pending_tokens(self) -> int:
         """Tokens of the text it has not yet seen (a catch-up its next call pays for)."""
         return 0
-
-
-def describe(proposer: Any) -> str:
-    """A short name for messages."""
-    return getattr(proposer, "name", type(proposer).__name__)

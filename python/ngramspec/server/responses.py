@@ -51,7 +51,7 @@ from ngramspec.server.responses_types import (
     ToolChoiceFunction,
 )
 from ngramspec.server.state import ServerState
-from ngramspec.server.streaming import _END, StreamAnswer, _client_error
+from ngramspec.server.streaming import END, StreamAnswer, client_error
 from ngramspec.server.types import ChatCompletionRequest
 
 __all__ = ["ResponsesAnswer", "ResponsesStream", "StreamTranslator", "chat_request"]
@@ -537,7 +537,7 @@ class ResponsesStream(StreamAnswer):
         for event in translator.start():
             yield _sse(event)
         done = False   # the finished response is sent; what follows is read to the end, not sent
-        while chunk is not _END:
+        while chunk is not END:
             if not done:
                 for event in translator.feed(chunk):
                     yield _sse(event)
@@ -552,9 +552,9 @@ class ResponsesStream(StreamAnswer):
                         yield _sse(event)
                     return
             try:
-                chunk = await run_in_threadpool(next, iterator, _END)
+                chunk = await run_in_threadpool(next, iterator, END)
             except Exception as exc:  # mid-stream: the status is sent already
-                err = _client_error(exc, self.state, self.request_body, self.kwargs)
+                err = client_error(exc, self.state, self.request_body, self.kwargs)
                 self.finished = True
                 if not done:
                     for event in translator.failed(err.error):

@@ -19,16 +19,17 @@ from ngramspec.server.errors import ClientError, error_json, internal_error
 from ngramspec.server.response_fields import decoding_headers, finish_response
 from ngramspec.server.state import ServerState
 
-__all__ = ["StreamAnswer"]
+__all__ = ["END", "StreamAnswer", "client_error"]
 
-_END = object()
+#: What ``next(iterator, END)`` returns once a stream has no chunk left.
+END = object()
 
 
 def _start(call: Any, kwargs: dict[str, Any], n: int) -> tuple[Any, Any]:
     """Start a streamed generation (n choices, one after another) and take its first
     chunk (so that a request that fails, fails before the response starts)."""
     iterator = numbered_chunks(call, kwargs, n, iter(call(**kwargs)))
-    return iterator, next(iterator, _END)
+    return iterator, next(iterator, END)
 
 
 def _close(iterator: Any) -> None:
@@ -37,7 +38,7 @@ def _close(iterator: Any) -> None:
         close()
 
 
-def _client_error(exc: Exception, state: ServerState, body: Any, kwargs: dict[str, Any]) -> ClientError:
+def client_error(exc: Exception, state: ServerState, body: Any, kwargs: dict[str, Any]) -> ClientError:
     """The request's fault as a 4xx, or ours as a logged 500."""
     err = state.refusal(exc, body, kwargs)
     if not isinstance(err, ClientError):
@@ -91,14 +92,14 @@ class StreamAnswer(Response):
 
     def _refusal(self, exc: Exception) -> ClientError:
         """What failed the request before its stream started, as the JSON error it gets."""
-        return _client_error(exc, self.state, self.request_body, self.kwargs)
+        return client_error(exc, self.state, self.request_body, self.kwargs)
 
     async def _events(self, llama: Any, iterator: Any, chunk: Any) -> Any:
         body = self.request_body
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         last: dict[str, Any] | None = None
         completion_tokens = 0   # over every choice
-        while chunk is not _END:
+        while chunk is not END:
             choices = chunk.get("choices") or []
             if choices and choices[0].get("finish_reason") is not None:
                 stats = chunk.get("speculative") or getattr(llama, "last_speculative", None)
@@ -109,9 +110,9 @@ class StreamAnswer(Response):
                 yield {"data": "[DONE]"}
                 return
             try:
-                chunk = await run_in_threadpool(next, iterator, _END)
+                chunk = await run_in_threadpool(next, iterator, END)
             except Exception as exc:  # mid-stream: the status is sent already; an error event, then the end
-                err = _client_error(exc, self.state, self.request_body, self.kwargs)
+                err = client_error(exc, self.state, self.request_body, self.kwargs)
                 self.finished = True
                 yield {"data": json.dumps({"error": err.error})}
                 return

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ngramspec.suite.methods import PREDICTION_METHODS
 from ngramspec.suite.run_record import FirstTokenClock, Run
-from ngramspec.suite.sources import Item
+from ngramspec.suite.workload import Item
 
 if TYPE_CHECKING:
     from llama_cpp import Llama

@@ -16,11 +16,9 @@ import platform
 import textwrap
 from typing import Any, Callable
 
-from ngramspec.suite.sources import Item, MissingMaterialError, Workload, iso3166_rows, require_dist
+from ngramspec.suite.workload import Chat, Item, MissingMaterialError, Workload, iso3166_rows, require_dist
 
 __all__ = ["LONG_WORKLOADS", "build_long"]
-
-Chat = Callable[[list[dict[str, str]]], str]
 
 
 def _source(module: str, qualname: str = "") -> str:

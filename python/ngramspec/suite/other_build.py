@@ -26,7 +26,7 @@ from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.loading import load, make_engine
 from ngramspec.suite.methods import ENGINE_OPTIONS, MEASURED_MAX_BATCH, OTHER_BUILD_METHODS
 from ngramspec.suite.run_record import Run
-from ngramspec.suite.sources import Item
+from ngramspec.suite.workload import Item
 
 
 class OtherBuildError(NgramspecError, RuntimeError):

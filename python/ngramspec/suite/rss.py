@@ -12,7 +12,7 @@ from dataclasses import asdict
 from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.loading import load, make_engine
 from ngramspec.suite.methods import ENGINE_OPTIONS
-from ngramspec.suite.sources import Item
+from ngramspec.suite.workload import Item
 
 
 def peak_rss_mib(path: str, method: str, item: Item, n_ctx: int, threads: int | None,

@@ -25,7 +25,7 @@ from ngramspec.suite.methods import (
 )
 from ngramspec.suite.other_build import OtherBuild
 from ngramspec.suite.run_record import Run
-from ngramspec.suite.sources import Item, Workload
+from ngramspec.suite.workload import Item, Workload
 
 if TYPE_CHECKING:
     from llama_cpp import Llama

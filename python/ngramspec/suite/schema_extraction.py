@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from ngramspec.suite.sources import Item, Workload, iso3166_rows, require_dist
+from ngramspec import _llama
+from ngramspec.suite.workload import Item, Workload, iso3166_rows, require_dist
 
 __all__ = ["SCHEMA", "schema_extraction"]
 
@@ -36,7 +37,7 @@ def schema_extraction(chat: Callable[[list[dict[str, str]]], str], n: int, rows:
 
     version = require_dist("tzdata")
     table = iso3166_rows()
-    grammar = LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False)._grammar
+    grammar = _llama.grammar_source(LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False))[0]
     items = []
     for i in range(n):
         start = 40 + i * 100

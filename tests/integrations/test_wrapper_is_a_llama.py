@@ -151,3 +151,12 @@ def test_a_wrapper_answers_where_a_llama_is_expected(llm, spec):
     assert repr(spec).startswith("<ngramspec.integrations.wrapper.SpeculativeLlama object")
     with pytest.raises(TypeError, match="expected a llama_cpp.Llama"):
         SpeculativeLlama("model.gguf")  # type: ignore[arg-type]
+
+
+def test_a_wrapper_is_no_draft_model_for_its_own_llama(llm):
+    # A wrapper is a Llama, but one sharing the target's context: drafting with it
+    # would decode into the target's own cache.
+    spec = ngramspec.wrap(llm)
+    for target, draft in ((llm, spec), (spec, llm)):
+        with pytest.raises(ValueError, match="separate Llama"):
+            ngramspec.wrap(target, draft_model=draft)

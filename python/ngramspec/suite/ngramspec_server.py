@@ -94,7 +94,9 @@ class NgramspecServer(ServerProcess):
         """One greedy completion: llama-server's result shape (content, timings),
         plus latency_s (client-side, end to end), usage and speculative (our stats)."""
         t0 = time.perf_counter()
-        body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
+        # repeat_penalty 1.0: the in-process methods' (Llama's default); the server's is
+        # llama-cpp-python's server's, 1.1, which would give other text.
+        body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "repeat_penalty": 1.0,
                            "stop": list(stop) if stop else None, "stream": False}).encode()
         req = urllib.request.Request(f"{self.base}/v1/completions", data=body,
                                      headers={"Content-Type": "application/json"})

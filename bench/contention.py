@@ -5,6 +5,7 @@ decodes without pause on the same cores (what a user's other work, or a second
 server, does to the 2-core machine):
 
     .venv/bin/python bench/contention.py [--rounds N] [--load none|llama] [--model NAME]
+        [--max-tokens N] [--max-draft N]
 
 ``--load llama``: a subprocess loads SmolLM2-135M on 2 threads and decodes 400-token
 completions in a loop until the rounds end. Prints, per round, each side's seconds,
@@ -32,14 +33,17 @@ while True:
 """
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--load", choices=("none", "llama"), default="none")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
-    args = ap.parse_args()
+    ap.add_argument("--max-tokens", type=int, default=DEMO_MAX_TOKENS, help="the demo's answer length by default")
+    ap.add_argument("--max-draft", type=int, default=None, help="the engine's default unless given (a smaller cap "
+                    "checks fewer batch sizes at start-up: the smoke test's setting)")
+    args = ap.parse_args(argv)
     llm = load_llama(args.model, n_ctx=2048, seed=0, verbose=False)
-    spec = SpeculativeLlama(llm)
+    spec = SpeculativeLlama(llm) if args.max_draft is None else SpeculativeLlama(llm, max_draft=args.max_draft)
     task = demo()
     prediction = {"type": "content", "content": task.prediction}
     load = None
@@ -51,13 +55,13 @@ def main() -> None:
         for r in range(args.rounds):
             llm.reset()
             t0 = time.perf_counter()
-            out = spec.create_chat_completion(task.messages, prediction=prediction, max_tokens=DEMO_MAX_TOKENS,
+            out = spec.create_chat_completion(task.messages, prediction=prediction, max_tokens=args.max_tokens,
                                                temperature=0, seed=0)
             t_spec = time.perf_counter() - t0
             s = spec.last_speculative
             llm.reset()
             t0 = time.perf_counter()
-            plain = llm.create_chat_completion(task.messages, max_tokens=DEMO_MAX_TOKENS, temperature=0, seed=0)
+            plain = llm.create_chat_completion(task.messages, max_tokens=args.max_tokens, temperature=0, seed=0)
             t_plain = time.perf_counter() - t0
             same = plain["choices"][0]["message"]["content"] == out["choices"][0]["message"]["content"]
             ratios.append(t_plain / t_spec)

@@ -7,6 +7,7 @@ Time saved by speculation in a generation = sum over passes that verified a draf
 generation, from ``SpeculativeEngine(trace=True)``'s ``stats.trace``).
 
 Run: python bench/fast_mode_ledger.py [--model smollm2-135m] [--rounds 5] [--threads 2]
+         [--workloads a,b] [--max-draft N]   (default: the quick suite's six, the engines' own caps)
 (in the venv whose llama-cpp-python build you want to measure: .venv-stock for the stock one).
 """
 from __future__ import annotations
@@ -50,15 +51,18 @@ def saved(trace: list[Any]) -> tuple[int, int, int, float]:
     return len(trace), len(spec), sum(t[3] == 0 for t in spec), sum((t[3] + 1) * t1 - t[4] for t in spec) / t1
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
+    ap.add_argument("--workloads", default=None, help="comma-separated (default: the quick suite's six)")
+    ap.add_argument("--max-draft", type=int, default=None, help="both engines' cap on a draft (default: their own)")
+    args = ap.parse_args(argv)
     llm = load(model_path(args.model), "plain", 4096, args.threads)
-    workloads = sources.build(llm, True, None)
-    engines = {"exact": make_engine(llm, "ngramspec"), "fast": make_engine(llm, "ngramspec fast")}
+    workloads = sources.build(llm, True, args.workloads.split(",") if args.workloads else None)
+    caps = {} if args.max_draft is None else {"max_draft": args.max_draft}
+    engines = {"exact": make_engine(llm, "ngramspec", **caps), "fast": make_engine(llm, "ngramspec fast", **caps)}
     engines["fast"].trace = True
     for e in engines.values():
         e.prepare()

@@ -3,7 +3,7 @@ multi_turn_chat item (Qwen2.5-Coder-0.5B, 64 tokens) in fast mode, once as a fre
 prices it and once with the cost model's scale set to 1.18 (a value the suite's engine
 reached after other workloads), each compared with plain greedy decoding:
 
-    .venv-stock/bin/python bench/fast_mode_paths.py [SCALE ...]
+    .venv-stock/bin/python bench/fast_mode_paths.py [SCALE ...] [--model NAME] [--max-draft N]
     .venv-stock/bin/python bench/fast_mode_paths.py --suite-order
 
 Prints, per run, the passes, whether the text is plain greedy's, where it first differs,
@@ -14,7 +14,7 @@ item and that run's passes.
 """
 from __future__ import annotations
 
-import sys
+import argparse
 from typing import Any
 
 from ngramspec.models import load_llama
@@ -22,8 +22,8 @@ from ngramspec.suite.loading import make_engine
 from ngramspec.suite.sources import build
 
 
-def suite_order(llm: Any, workloads: list[Any]) -> None:
-    engine = make_engine(llm, "ngramspec fast", trace=True)
+def suite_order(llm: Any, workloads: list[Any], caps: dict[str, int]) -> None:
+    engine = make_engine(llm, "ngramspec fast", trace=True, **caps)
     engine.prepare()
     cost = engine.policy.cost
     for round_ in range(3):
@@ -37,19 +37,26 @@ def suite_order(llm: Any, workloads: list[Any]) -> None:
                           f"by source {g.stats.passes_by_source}")
 
 
-def main() -> None:
-    llm = load_llama("qwen2.5-coder-0.5b", n_ctx=4096, seed=0, n_threads=2, verbose=False)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scales", nargs="*", type=float, help="cost-model scales to run at (default 1.18)")
+    ap.add_argument("--suite-order", action="store_true")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--max-draft", type=int, default=None, help="fast mode's cap on a draft (default: its own)")
+    args = ap.parse_args(argv)
+    caps = {} if args.max_draft is None else {"max_draft": args.max_draft}
+    llm = load_llama(args.model, n_ctx=4096, seed=0, n_threads=2, verbose=False)
     workloads = build(llm, quick=True)
-    if sys.argv[1:] == ["--suite-order"]:
-        suite_order(llm, workloads)
+    if args.suite_order:
+        suite_order(llm, workloads, caps)
         return
-    scales = [float(a) for a in sys.argv[1:]] or [1.18]
+    scales = args.scales or [1.18]
     item = next(w for w in workloads if w.name == "multi_turn_chat").items[0]
     stop = item.stop or None
     llm.reset()
     out = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0, stop=stop)
     plain: str = out["choices"][0]["text"]
-    engine = make_engine(llm, "ngramspec fast", trace=True)
+    engine = make_engine(llm, "ngramspec fast", trace=True, **caps)
     engine.prepare()
     for scale in [None, *scales]:
         if scale is not None:

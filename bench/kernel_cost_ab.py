@@ -17,8 +17,9 @@ SCRIPT = Path(__file__).with_name("kernel_cost.py")
 SIZES = ("1", "8", "16", "32", "64")
 
 
-def run(python: str, model: str, reps: int) -> dict:
-    out = subprocess.run([python, str(SCRIPT), model, "--reps", str(reps)], capture_output=True, text=True,
+def run(python: str, model: str, reps: int, depth: int | None = None) -> dict:
+    extra = [] if depth is None else ["--depth", str(depth)]
+    out = subprocess.run([python, str(SCRIPT), model, "--reps", str(reps), *extra], capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -29,15 +30,17 @@ def main() -> None:
     ap.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--depth", type=int, default=None, help="tokens cached before the batches (kernel_cost.py's "
+                    "default, 600, unless given)")
     opts = ap.parse_args()
     builds = [b.split("=", 1) for b in opts.builds]
-    print("| model | build | 600-token prefill | one token | B=8 | B=16 | B=32 | B=64 |")
+    print(f"| model | build | {opts.depth or 600}-token prefill | one token | B=8 | B=16 | B=32 | B=64 |")
     print("|---|---|---|---|---|---|---|---|")
     for model in opts.models.split(","):
         runs: dict[str, list[dict]] = {name: [] for name, _ in builds}
         for _ in range(opts.rounds):
             for name, python in builds:
-                runs[name].append(run(python, model, opts.reps))
+                runs[name].append(run(python, model, opts.reps, opts.depth))
         med = {name: {"prefill": statistics.median(r["prefill_s"] for r in rs),
                       **{b: statistics.median(r["batch_ms"][b] for r in rs) for b in SIZES}}
                for name, rs in runs.items()}

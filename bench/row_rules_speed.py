@@ -5,12 +5,13 @@ with logprobs, with a JSON schema and as a forced tool call: tokens/s of each (w
 of the whole request, prefill included), the speed-up, and whether the text is plain's.
 
     .venv/bin/python bench/row_rules_speed.py [MODEL] [ROUNDS] [THREADS]   # default smollm2-135m 3, Llama's threads
+        [--max-tokens N] [--max-draft N]   # cap every request's length / the engine's drafts (default: none)
 """
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
-import sys
 import time
 from typing import Any
 
@@ -65,19 +66,27 @@ def timed(call: Any, first: Any, kw: dict[str, Any]) -> tuple[float, str, int]:
     return seconds, _text(out), out["usage"]["completion_tokens"]
 
 
-def main() -> None:
-    name = sys.argv[1] if len(sys.argv) > 1 else "smollm2-135m"
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    threads: dict[str, Any] = ({"n_threads": int(sys.argv[3]), "n_threads_batch": int(sys.argv[3])}
-                               if len(sys.argv) > 3 else {})
-    llm = llama_cpp.Llama(models.fetch(name), n_ctx=4096, verbose=False, **threads)
-    spec = ngramspec.wrap(llm)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", nargs="?", default="smollm2-135m", help="a name from ngramspec.models or a GGUF path")
+    ap.add_argument("rounds", nargs="?", type=int, default=3)
+    ap.add_argument("threads", nargs="?", type=int, default=None, help="default: llama-cpp-python's")
+    ap.add_argument("--max-tokens", type=int, default=None, help="cap every request at this many tokens")
+    ap.add_argument("--max-draft", type=int, default=None, help="the engine's cap on a draft (default: its own)")
+    args = ap.parse_args(argv)
+    name, rounds = args.model, args.rounds
+    threads: dict[str, Any] = ({} if args.threads is None
+                               else {"n_threads": args.threads, "n_threads_batch": args.threads})
+    llm = llama_cpp.Llama(models.resolve_model_path(name), n_ctx=4096, verbose=False, **threads)
+    spec = ngramspec.wrap(llm) if args.max_draft is None else ngramspec.wrap(llm, max_draft=args.max_draft)
     spec.engine.prepare()
     print(f"{name}, {rounds} interleaved rounds, threads {llm.context_params.n_threads} (one token), "
           f"{llm.context_params.n_threads_batch} (batches)")
     print("| request | plain tok/s | ngramspec tok/s | speed-up | same text | tokens |")
     print("|---|---|---|---|---|---|")
     for label, method, first, kw in cases(llm):
+        if args.max_tokens is not None:
+            kw = {**kw, "max_tokens": min(kw["max_tokens"], args.max_tokens)}
         plain_s: list[tuple[float, str, int]] = []
         spec_s: list[tuple[float, str, int]] = []
         for r in range(rounds):

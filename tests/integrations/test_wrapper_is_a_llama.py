@@ -160,3 +160,21 @@ def test_a_wrapper_is_no_draft_model_for_its_own_llama(llm):
     for target, draft in ((llm, spec), (spec, llm)):
         with pytest.raises(ValueError, match="separate Llama"):
             ngramspec.wrap(target, draft_model=draft)
+
+
+def test_from_pretrained_loads_a_llama_and_wraps_it(smollm2_path, monkeypatch):
+    # Llama.from_pretrained downloads (huggingface-hub) and ends in cls(model_path=...,
+    # **kwargs): here the download is the local file, the rest is as there. Inherited
+    # as it was, cls was SpeculativeLlama, whose constructor takes a Llama.
+    def from_pretrained(cls, repo_id, filename, **kwargs):
+        assert (repo_id, filename) == ("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", "*Q4_1.gguf")
+        return cls(model_path=smollm2_path, **kwargs)
+
+    monkeypatch.setattr(llama_cpp.Llama, "from_pretrained", classmethod(from_pretrained))
+    spec = SpeculativeLlama.from_pretrained("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", "*Q4_1.gguf", n_ctx=256,
+                                            verbose=False)
+    try:
+        assert type(spec) is SpeculativeLlama and type(spec.llm) is llama_cpp.Llama
+        assert spec.n_ctx() == 256 and spec.model_path == smollm2_path
+    finally:
+        spec.close()

@@ -9,8 +9,8 @@ import pytest
 
 from ngramspec.cli.main import main
 from ngramspec.cli.parser import build_parser
-from ngramspec.server.cli import build_parser as build_serve_parser
-from ngramspec.server.cli import settings_from_args
+from ngramspec.server.launch import build_parser as build_serve_parser
+from ngramspec.server.launch import settings_from_args
 from tests.support.cli import ngramspec
 
 

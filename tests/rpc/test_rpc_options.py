@@ -8,7 +8,7 @@ pytest.importorskip("fastapi")
 
 from ngramspec.cli.main import main
 from ngramspec.errors import UserError
-from ngramspec.server.cli import build_parser, settings_from_args
+from ngramspec.server.launch import build_parser, settings_from_args
 
 
 def _serve(*args: str):
@@ -16,9 +16,9 @@ def _serve(*args: str):
 
 
 def test_serve_puts_every_layer_on_the_workers_unless_told(monkeypatch):
-    from ngramspec.server import cli
+    from ngramspec.server import launch
 
-    monkeypatch.setattr(cli, "_model_path", lambda given: "/models/x.gguf")   # no fetch
+    monkeypatch.setattr(launch, "_model_path", lambda given: "/models/x.gguf")   # no fetch
     _, model, options, _ = _serve("--rpc", "10.0.0.2:50052,10.0.0.3:50052")
     assert options.rpc == "10.0.0.2:50052,10.0.0.3:50052" and model.n_gpu_layers == -1
     _, model, _, _ = _serve("--rpc", "10.0.0.2:50052", "--n_gpu_layers", "5")
@@ -28,9 +28,9 @@ def test_serve_puts_every_layer_on_the_workers_unless_told(monkeypatch):
 
 
 def test_serve_takes_llama_cpp_pythons_spelling_too(monkeypatch):
-    from ngramspec.server import cli
+    from ngramspec.server import launch
 
-    monkeypatch.setattr(cli, "_model_path", lambda given: "/models/x.gguf")
+    monkeypatch.setattr(launch, "_model_path", lambda given: "/models/x.gguf")
     _, _, options, _ = _serve("--rpc_servers", "10.0.0.2:50052")
     assert options.rpc == "10.0.0.2:50052"
     with pytest.raises(UserError, match="name different workers"):

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from ngramspec.server.model import short_model_id  # noqa: E402
+from ngramspec.server.served_model import short_model_id  # noqa: E402
 from tests.support.live_server import serving  # noqa: E402
 
 BODY = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2, "temperature": 0}

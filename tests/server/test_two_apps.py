@@ -9,7 +9,7 @@ pytest.importorskip("fastapi")
 
 def _app(model_path: str, alias: str, *extra: str):
     from ngramspec.server.app import create_app
-    from ngramspec.server.cli import build_parser, settings_from_args
+    from ngramspec.server.launch import build_parser, settings_from_args
 
     args = build_parser().parse_args(["--model", model_path, "--model_alias", alias, "--n_ctx", "512",
                                       "--n_threads", "1", "--n_threads_batch", "1", "--warmup", "false",

@@ -44,7 +44,7 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> dict[str, tuple[str, s
 
 def test_every_front_end_takes_each_option_by_the_same_name_and_help():
     from ngramspec.cli.parser import build_parser
-    from ngramspec.server.cli import build_parser as serve_parser
+    from ngramspec.server.launch import build_parser as serve_parser
 
     generate = build_parser()._subparsers._group_actions[0].choices["generate"]  # type: ignore[union-attr,index]
     serve = serve_parser()
@@ -67,8 +67,8 @@ def test_the_commands_give_the_options_to_the_engine(tmp_path):
     from ngramspec.cli.generate import engine_options
     from ngramspec.cli.parser import build_parser
     from ngramspec.errors import UserError
-    from ngramspec.server.cli import build_parser as serve_parser
-    from ngramspec.server.cli import settings_from_args
+    from ngramspec.server.launch import build_parser as serve_parser
+    from ngramspec.server.launch import settings_from_args
 
     parse = build_parser().parse_args
     assert engine_options(parse(["generate", "hi", "--max-draft", "5", "--copy", "false"])) == \

@@ -7,7 +7,7 @@ from ngramspec.cli.common import print_error
 
 def run(argv: list[str]) -> int:
     try:
-        from ngramspec.server.cli import main as serve
+        from ngramspec.server.launch import main as serve
     except ImportError as e:
         print_error(f"error: `serve` needs llama-cpp-python's server extras ({e.name} is missing): "
                     "pip install 'ngramspec[server]'")

@@ -36,9 +36,9 @@ from ngramspec.engine.cost_report import curve_origin
 from ngramspec.engine.generation import Generation, GenerationStream
 from ngramspec.engine.run_host import RunHost
 from ngramspec.engine.stats import GenerationStats
+from ngramspec.memory.store import Memory
 from ngramspec.options import DEFAULT_MAX_DRAFT, EngineOptions
 from ngramspec.proposers.base import Proposer
-from ngramspec.memory.store import Memory
 from ngramspec.proposers.copy import CopyProposer
 from ngramspec.proposers.ngram import NGramProposer
 from ngramspec.proposers.prediction import PredictionProposer

@@ -1,5 +1,5 @@
 import sys
 
-from ngramspec.server.cli import main
+from ngramspec.server.launch import main
 
 sys.exit(main())

@@ -77,12 +77,12 @@ from ngramspec.server.errors import (
 )
 from ngramspec.server.memory_saver import save_at_shutdown
 from ngramspec.server.messages import llama_response_format
-from ngramspec.server.model import SpeculativeProxy, build_wrapper, short_model_id
 from ngramspec.server.openapi import publish_error_responses
 from ngramspec.server.response_fields import decoding_headers, finish_response, plain_reason_of
 from ngramspec.server.responses import ResponsesAnswer
 from ngramspec.server.responses_types import ResponseObject, ResponsesRequest
 from ngramspec.server.rpc_model import RpcModel
+from ngramspec.server.served_model import SpeculativeProxy, build_wrapper, short_model_id
 from ngramspec.server.settings import ServeOptions
 from ngramspec.server.state import ServerState
 from ngramspec.server.streaming import StreamAnswer

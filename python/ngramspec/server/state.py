@@ -11,7 +11,7 @@ import anyio
 
 from ngramspec.server.errors import ClientError, as_client_error, raised_by_a_template, template_refusal
 from ngramspec.server.messages import ChatTemplate
-from ngramspec.server.model import SpeculativeProxy
+from ngramspec.server.served_model import SpeculativeProxy
 from ngramspec.server.settings import ServeOptions
 
 __all__ = ["ServerState"]

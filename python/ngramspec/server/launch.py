@@ -18,7 +18,7 @@ from ngramspec.errors import UserError
 from ngramspec.log import show_on_stderr
 from ngramspec.options import add_arguments, from_arguments, parse_bool
 from ngramspec.server.app import create_app
-from ngramspec.server.model import short_model_id
+from ngramspec.server.served_model import short_model_id
 from ngramspec.server.settings import DEFAULT_MAX_QUEUE, ServeOptions
 from ngramspec.server.shutdown import CancelledLifespanIsShutdown
 

@@ -1,4 +1,5 @@
-"""The model: llama-cpp-python's ``LlamaProxy`` loads it; requests get the wrapper."""
+"""The model the server serves: loaded as llama-cpp-python's ``LlamaProxy`` loads it;
+requests get the wrapper (``SpeculativeProxy``, ``build_wrapper``)."""
 from __future__ import annotations
 
 import logging

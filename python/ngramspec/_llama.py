@@ -53,6 +53,11 @@ def context_of(llm: Any) -> Any:
     return ctx
 
 
+def same_context(a: Any, b: Any) -> bool:
+    """Whether two Llamas decode in one llama.cpp context (a wrapper shares its Llama's)."""
+    return a._ctx is b._ctx
+
+
 def usable_n_ctx(llm: Any) -> int:
     """The context plain ``create_completion`` fills: llama.cpp's own n_ctx, which
     may be rounded up (to 256) from the one asked for. Llama sizes ``input_ids``

@@ -36,7 +36,7 @@ def check_compatible(draft_llm: Llama, target_llm: Llama, *, check_tokenizer: bo
             _llama.context_of(llm)
         except ValueError:
             raise ValueError(f"{what} has been closed; create a new Llama") from None
-    if draft_llm is target_llm or draft_llm._ctx is target_llm._ctx:   # a wrapper shares its Llama's context
+    if draft_llm is target_llm or _llama.same_context(draft_llm, target_llm):   # a wrapper shares its Llama's
         raise ValueError("the draft model must be a separate Llama (its own context), not the target itself")
     n_draft, n_target = draft_llm.n_vocab(), target_llm.n_vocab()
     if n_draft != n_target:

@@ -26,6 +26,7 @@ def _both(llm, spec, call, *args, **kw):
 
 
 @pytest.mark.parametrize("kw", [
+    {"repeat_penalty": 1.1},   # llama-cpp-python's server's default
     {"repeat_penalty": 1.3},
     {"frequency_penalty": 0.7},
     {"presence_penalty": 0.9, "repeat_penalty": 1.1},
@@ -37,6 +38,18 @@ def test_greedy_penalties_and_bias_are_speculative_and_plains(llm, spec, name, k
     ref, out = _both(llm, spec, "create_completion", PROMPTS[name], max_tokens=48, temperature=0, **kw)
     assert out["choices"] == ref["choices"] and out["usage"] == ref["usage"]
     assert out["speculative"]["used"] is True
+
+
+def test_repeat_penalty_1_1_past_its_window_is_plains(llm, spec):
+    # 200 tokens: the penalty's window (last_n_tokens_size, 64) slides past the
+    # prompt and over the output, as the server's default request has it.
+    assert llm.last_n_tokens_size == 64
+    for name in ("code", "code_edit"):
+        ref, out = _both(llm, spec, "create_completion", PROMPTS[name], max_tokens=200, temperature=0,
+                         repeat_penalty=1.1)
+        assert out["choices"] == ref["choices"] and out["usage"] == ref["usage"]
+        assert ref["usage"]["completion_tokens"] > 64, name
+        assert out["speculative"]["used"] is True and out["speculative"]["tokens_per_forward"] > 1, name
 
 
 def test_greedy_chat_with_penalties_is_plains(llm, spec):

@@ -21,6 +21,7 @@ pytest.importorskip("fastapi")
 from pydantic import BaseModel  # noqa: E402
 
 from tests.support.live_server import llama_cpp_serving, serving  # noqa: E402
+from tests.support.prompts import PROMPTS  # noqa: E402
 
 
 class Person(BaseModel):
@@ -41,7 +42,8 @@ CALL = {"id": "call_1", "type": "function", "function": {"name": "record_person"
                                                          "arguments": '{"name": "Alice", "age": 31}'}}
 CODE = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n"
 GRAMMAR = 'root ::= "    return " [a-z +*-]+ "\\n"'
-# Every request names its repeat penalty: llama-cpp-python's server defaults to 1.1, ours to 1.0.
+# These requests name a repeat penalty of 1.0 (both servers default to 1.1, which
+# test_a_request_of_defaults_gives_their_text covers).
 GREEDY: dict[str, Any] = {"temperature": 0, "repeat_penalty": 1.0, "max_tokens": 48}
 
 
@@ -114,6 +116,31 @@ def test_what_theirs_answers_ours_answers_alike(servers, case):
         assert _answer({"choices": mine["choices"][1:]}) == _answer(their)
     if case == "min_tokens":
         assert mine["usage"]["completion_tokens"] >= 24
+
+
+#: Requests that leave every sampling field at its default but temperature (0: greedy;
+#: the default, 0.8, samples, and the two servers draw differently).
+DEFAULTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "List the days of the week, one "
+                                                                           "per line, then again."}],
+                                      "temperature": 0, "max_tokens": 96}),
+    # 16 tokens (the default max_tokens) whose text a repeat penalty of 1.0 changes.
+    "completion": ("/v1/completions", {"prompt": PROMPTS["list"], "temperature": 0}),
+}
+
+
+@pytest.mark.parametrize("case", list(DEFAULTS))
+def test_a_request_of_defaults_gives_their_text(servers, case):
+    # repeat_penalty defaulted to 1.0 here and to 1.1 there: the same request gave other text.
+    ours, theirs = servers
+    path, body = DEFAULTS[case]
+    a, b = _post(ours, path, body), _post(theirs, path, body)
+    assert a.status_code == 200, a.text
+    assert b.status_code == 200, b.text
+    assert _answer(a.json()) == _answer(b.json())
+    counts = ("prompt_tokens", "completion_tokens", "total_tokens")   # ours adds completion_tokens_details
+    assert [a.json()["usage"][k] for k in counts] == [b.json()["usage"][k] for k in counts]
+    assert a.json()["speculative"]["used"] is True and a.headers["x-ngramspec-decoding"] == "speculative"
 
 
 def _rendered_tool_history() -> list[dict[str, Any]]:

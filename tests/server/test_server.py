@@ -66,12 +66,16 @@ def _check_stats(resp, n_tokens: int) -> None:
 def test_greedy_chat_equals_plain_llama(server, llm):
     client = server.client()
     # Both cold (plain greedy's cache-state caveat: docs/exactness.md): a fresh server context and a reset Llama.
+    # The request leaves repeat_penalty at the server's default, llama-cpp-python's server's 1.1
+    # (Llama.create_chat_completion's own is 1.0): plain is asked what that server asks it.
     llm.reset()
-    plain = llm.create_chat_completion(CHAT, max_tokens=32, temperature=0)["choices"][0]["message"]["content"]
+    plain = llm.create_chat_completion(CHAT, max_tokens=32, temperature=0,
+                                       repeat_penalty=1.1)["choices"][0]["message"]["content"]
     got = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=32, temperature=0)
     assert _chat_text(got) == plain
     # Both warm, each with this same conversation (and the same answer) cached.
-    plain2 = llm.create_chat_completion(CHAT, max_tokens=32, temperature=0)["choices"][0]["message"]["content"]
+    plain2 = llm.create_chat_completion(CHAT, max_tokens=32, temperature=0,
+                                        repeat_penalty=1.1)["choices"][0]["message"]["content"]
     got2 = client.chat.completions.create(model=ALIAS, messages=CHAT, max_tokens=32, temperature=0)
     assert _chat_text(got2) == plain2 == plain
     _check_stats(got2, got2.usage.completion_tokens)

@@ -39,9 +39,8 @@ What is ours:
 Defaults that differ from ``python -m llama_cpp.server``: ``--logits_all`` is False
 (the engine asks for logits only on the rows it verifies; True would keep an
 n_ctx x n_vocab array filled on every decode), ``--interrupt_requests`` is False
-(queued requests wait, they do not cut a running stream short), and requests'
-``repeat_penalty`` defaults to 1.0 (OpenAI has no repetition penalty, and greedy
-speculation refuses one).
+(queued requests wait, they do not cut a running stream short). Requests' fields
+keep llama-cpp-python's defaults (``repeat_penalty`` 1.1, ``temperature`` 0.8...).
 """
 # FastAPI reads the routes' annotations at run time, from this module's globals:
 # the request and response types they name are imported here, not under TYPE_CHECKING.

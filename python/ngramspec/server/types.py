@@ -33,7 +33,9 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-_PENALTY = "Repetition penalty (llama.cpp's); 1.0 = off, as in OpenAI."
+# Every field of llama-cpp-python's request types keeps its default there (repeat_penalty's
+# 1.1 included): the same request gives the same text from both servers
+# (tests/server/test_request_defaults.py fails on any drift).
 # llama-cpp-python's request types have no typical_p (their create_completion does):
 # without the field, a request's typical_p was dropped without a word.
 _TYPICAL_P = "Locally typical sampling (llama.cpp's typical_p), in (0, 1]; 1.0 = off."
@@ -41,7 +43,6 @@ _TYPICAL_P = "Locally typical sampling (llama.cpp's typical_p), in (0, 1]; 1.0 =
 
 class CompletionRequest(CreateCompletionRequest):
     max_tokens: Optional[int] = Field(default=16, ge=1, description="The maximum number of tokens to generate.")
-    repeat_penalty: float = Field(default=1.0, ge=0.0, description=_PENALTY)
     typical_p: float = Field(default=1.0, gt=0.0, le=1.0, description=_TYPICAL_P)
     prediction: Optional[Prediction] = None
     stream_options: Optional[StreamOptions] = None
@@ -57,7 +58,6 @@ class ChatCompletionRequest(CreateChatCompletionRequest):
                                   "with a schema too).")
     max_tokens: Optional[int] = Field(default=None, ge=1, description="OpenAI's older name of max_completion_tokens.")
     max_completion_tokens: Optional[int] = Field(default=None, ge=1)
-    repeat_penalty: float = Field(default=1.0, ge=0.0, description=_PENALTY)
     typical_p: float = Field(default=1.0, gt=0.0, le=1.0, description=_TYPICAL_P)
     prediction: Optional[Prediction] = None
     stream_options: Optional[StreamOptions] = None

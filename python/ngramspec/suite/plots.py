@@ -1,13 +1,24 @@
 """The report's four PNG plots: speed-up per workload and method (with the
 limits), acceptance by draft position, tokens per forward pass, and the
-verify-cost curve."""
+verify-cost curve. And README's plot, drawn from committed JSON reports:
+
+    python -m ngramspec.suite.plots headline REPORT.json... [--first-round REPORT.json] --out PNG [--note TEXT]
+
+(speed-up over stock plain per workload: exact mode, fast mode, llama-server's best
+n-gram mode, one panel per model; headline_figures.py reads the reports). It also
+prints README's headline table.
+"""
 from __future__ import annotations
 
+import argparse
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ngramspec.suite.headline_figures import COLUMNS, ModelFigures, collect, markdown_table
+from ngramspec.suite.long_sources import LONG_WORKLOADS
 from ngramspec.suite.runner import Suite
 from ngramspec.suite.summary import WorkloadFigures
 
@@ -94,3 +105,84 @@ def _verify_cost(ax: Any, suite: Suite, figs: Sequence[WorkloadFigures]) -> None
     ax.set_ylabel("time relative to one token")
     ax.set_title(f"verify-cost curve (one token = {suite.cost.single_seconds * 1e3:.1f} ms)")
     ax.legend(fontsize=8)
+
+
+HEADLINE_COLOURS = ("tab:green", "tab:orange", "tab:gray")
+
+
+def headline_bars(f: ModelFigures) -> tuple[list[str], list[list[float]]]:
+    """One model's panel: its workloads (long ones first) and, per column of COLUMNS, the
+    bar heights (NaN where the method did not run)."""
+    names = f.workloads
+    return names, [[f.cells[w][label].speedup if label in f.cells[w] else math.nan for w in names]
+                   for label, _, _ in COLUMNS]
+
+
+def draw_headline(models: Sequence[ModelFigures], out: Path, note: str = "") -> Path:
+    """README's plot: a panel per model, a group of bars per workload (exact mode on the
+    exact build, fast mode on the stock build, llama-server's best n-gram mode with the
+    stock flags), each a speed-up over the stock build's plain decoding; a hatched bar's
+    text left its own build's plain greedy text in at least one run. ``note`` ends the title."""
+    from matplotlib.patches import Patch
+
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(models), 1, figsize=(11, 3.6 * len(models)), squeeze=False)
+    width = 0.27
+    for ax, f in zip(axes[:, 0], models):
+        names, heights = headline_bars(f)
+        for j, ((label, _, _), ys, colour) in enumerate(zip(COLUMNS, heights, HEADLINE_COLOURS)):
+            xs = [i + (j - 1) * width for i in range(len(names))]
+            bars = ax.bar(xs, [0 if math.isnan(y) else y for y in ys], width, color=colour, label=label)
+            for bar, w in zip(bars, names):
+                cell = f.cells[w].get(label)
+                if cell is not None and not cell.identical:
+                    bar.set_hatch("///")
+                    bar.set_edgecolor("white")
+        long = sum(w in LONG_WORKLOADS for w in names)
+        if 0 < long < len(names):
+            ax.axvline(long - 0.5, color="black", linestyle=":", linewidth=0.8)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel("speed-up over stock plain")
+        ax.set_title(f"{f.model}: long workloads (left), short (right)" if 0 < long < len(names) else f.model,
+                     fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        handles = [Patch(color=c, label=f"{label} ({'exact' if build == 'exact-build' else 'stock'} build)")
+                   for (label, build, _), c in zip(COLUMNS, HEADLINE_COLOURS)]
+        handles.append(Patch(facecolor="lightgray", edgecolor="white", hatch="///",
+                             label="hatched: text left plain greedy's in a run"))
+        top = max((y for ys in heights for y in ys if not math.isnan(y)), default=1.0)
+        ax.set_ylim(0, top * 1.22)  # room for the legend above the bars
+        ax.legend(handles=handles, fontsize=8, loc="upper left", ncol=len(handles))
+    parts = [p.strip() for p in models[0].machine.split(",")] if models else []
+    machine = ", ".join(parts[:2] + [p for p in parts if p.startswith("n_threads=")])
+    fig.suptitle(f"Decode speed-up over stock plain llama-cpp-python ({machine})" + (f"\n{note}" if note else ""),
+                 fontsize=11)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ngramspec.suite.plots",
+                                     description="README's plot and table from suite JSON reports.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    head = sub.add_parser("headline", help="speed-up over stock plain per workload: exact, fast, llama-server best")
+    head.add_argument("reports", nargs="+", help="side-by-side suite JSON reports (ngramspec bench --other-build); "
+                                                "a workload two reports of one model ran is read from the first")
+    head.add_argument("--first-round", action="append", default=[], metavar="REPORT",
+                      help="a report whose llama-servers were not restarted between rounds: its pooled modes "
+                           "(ngram-mod) count by round one only (repeatable)")
+    head.add_argument("--out", type=Path, required=True, help="the PNG to write")
+    head.add_argument("--note", default="", help="a line under the plot's title (e.g. which build ran)")
+    args = parser.parse_args(argv)
+    models = collect(args.reports, args.first_round)
+    print("\n".join(markdown_table(models)))
+    print(f"wrote {draw_headline(models, args.out, args.note)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -86,7 +86,7 @@ def test_text_format_is_the_chat_route_s_response_format():
     assert "response_format" not in _chat({"input": "x", "text": {"format": {"type": "text"}}})
 
 
-REFUSED = {
+REFUSED: dict[str, tuple[dict[str, Any], str]] = {
     "previous_response_id": ({"previous_response_id": "resp_1"}, "previous_response_id"),
     "conversation": ({"conversation": "conv_1"}, "conversation"),
     "background": ({"background": True}, "background"),
@@ -111,7 +111,7 @@ REFUSED = {
     "an image by file_id": ({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]},
                             "input[0].content[0]"),
 }
-INVALID = {
+INVALID: dict[str, tuple[dict[str, Any], str]] = {
     "an unknown function": ({"tools": [TOOL], "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice"),
     "required without tools": ({"tool_choice": "required"}, "tool_choice"),
     "a function named without tools": ({"tool_choice": {"type": "function", "name": "f"}}, "tool_choice"),

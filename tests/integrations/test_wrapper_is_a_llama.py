@@ -166,7 +166,7 @@ def test_from_pretrained_loads_a_llama_and_wraps_it(smollm2_path, monkeypatch):
     # Llama.from_pretrained downloads (huggingface-hub) and ends in cls(model_path=...,
     # **kwargs): here the download is the local file, the rest is as there. Inherited
     # as it was, cls was SpeculativeLlama, whose constructor takes a Llama.
-    def from_pretrained(cls, repo_id, filename, **kwargs):
+    def from_pretrained(cls, repo_id, filename, /, **kwargs):
         assert (repo_id, filename) == ("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", "*Q4_1.gguf")
         return cls(model_path=smollm2_path, **kwargs)
 

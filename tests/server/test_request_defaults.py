@@ -63,9 +63,10 @@ def test_our_own_fields_default_to_what_llama_leaves_them_at():
 
 
 def test_an_empty_message_list_is_refused_by_name():
+    # model_validate, as the server parses a body (the constructor's keywords are typed)
     with pytest.raises(ValidationError, match="messages"):
-        ours.ChatCompletionRequest(messages=[])
+        ours.ChatCompletionRequest.model_validate({"messages": []})
     with pytest.raises(ValidationError, match="messages"):
-        ours.ChatCompletionRequest()
+        ours.ChatCompletionRequest.model_validate({})
     with pytest.raises(ValidationError, match="repeat_penalty"):
-        ours.CompletionRequest(prompt="Hi", repeat_penalty=-1)
+        ours.CompletionRequest.model_validate({"prompt": "Hi", "repeat_penalty": -1})

@@ -3,6 +3,8 @@ wrapper, interleaved round by round on the same Llama (each run from a reset cac
 for greedy requests with a repeat penalty (llama-cpp-python's server default, 1.1),
 with logprobs, with a JSON schema and as a forced tool call: tokens/s of each (wall time
 of the whole request, prefill included), the speed-up, and whether the text is plain's.
+Plain's logprobs request runs on a second Llama made with logits_all=True, which plain
+llama-cpp-python needs for logprobs (the wrapper does not).
 
     .venv/bin/python bench/row_rules_speed.py [MODEL] [ROUNDS] [THREADS]   # default smollm2-135m 3, Llama's threads
         [--max-tokens N] [--max-draft N]   # cap every request's length / the engine's drafts (default: none)
@@ -77,7 +79,11 @@ def main(argv: list[str] | None = None) -> None:
     name, rounds = args.model, args.rounds
     threads: dict[str, Any] = ({} if args.threads is None
                                else {"n_threads": args.threads, "n_threads_batch": args.threads})
-    llm = llama_cpp.Llama(models.resolve_model_path(name), n_ctx=4096, verbose=False, **threads)
+    path = models.resolve_model_path(name)
+    llm = llama_cpp.Llama(path, n_ctx=4096, verbose=False, **threads)
+    # Plain llama-cpp-python gives logprobs only on a Llama made with logits_all=True (it raises
+    # ValueError otherwise); the wrapper needs none. The logprobs request's plain side runs on one.
+    logits_all: llama_cpp.Llama | None = None
     spec = ngramspec.wrap(llm) if args.max_draft is None else ngramspec.wrap(llm, max_draft=args.max_draft)
     spec.engine.prepare()
     print(f"{name}, {rounds} interleaved rounds, threads {llm.context_params.n_threads} (one token), "
@@ -89,10 +95,16 @@ def main(argv: list[str] | None = None) -> None:
             kw = {**kw, "max_tokens": min(kw["max_tokens"], args.max_tokens)}
         plain_s: list[tuple[float, str, int]] = []
         spec_s: list[tuple[float, str, int]] = []
+        plain_llm = llm
+        if "logprobs" in kw:
+            if logits_all is None:
+                logits_all = llama_cpp.Llama(path, n_ctx=4096, verbose=False, logits_all=True, **threads)
+            plain_llm = logits_all
         for r in range(rounds):
-            order = (("plain", getattr(llm, method)), ("spec", getattr(spec, method)))
+            order = (("plain", getattr(plain_llm, method)), ("spec", getattr(spec, method)))
             for who, call in order if r % 2 == 0 else order[::-1]:
                 llm.reset()
+                plain_llm.reset()
                 seconds, text, n = timed(call, first, kw)
                 (plain_s if who == "plain" else spec_s).append((seconds, text, n))
         same = all(p[1] == q[1] for p, q in zip(plain_s, spec_s))
@@ -101,6 +113,8 @@ def main(argv: list[str] | None = None) -> None:
         q = statistics.median(n / s for s, _, _ in spec_s)
         print(f"| {label} | {p:.1f} | {q:.1f} | {q / p:.2f}x | {'yes' if same else 'NO'} | {n} |")
     llm.close()
+    if logits_all is not None:
+        logits_all.close()
 
 
 if __name__ == "__main__":

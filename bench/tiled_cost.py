@@ -6,12 +6,13 @@ process, so each setting runs in its own process):
     for t in 1 0; do GGML_CPU_TILED_MM=$t .venv/bin/python bench/tiled_cost.py qwen2.5-coder-1.5b; done
 
 The text is llama-cpp-python's own llama.py (any text of that length would do).
+``--tokens N`` prefills N tokens instead of 1,000.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
-import sys
 import time
 
 import llama_cpp
@@ -19,14 +20,19 @@ import llama_cpp
 from ngramspec import models
 
 
-def main() -> None:
-    name = sys.argv[1] if len(sys.argv) > 1 else "qwen2.5-coder-0.5b"
-    threads = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    llm = llama_cpp.Llama(models.fetch(name), n_ctx=2048, n_threads=threads, n_threads_batch=threads,
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", nargs="?", default="qwen2.5-coder-0.5b",
+                    help="a name from ngramspec.models or a GGUF path")
+    ap.add_argument("threads", nargs="?", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=1000, help="the prefill's length")
+    args = ap.parse_args(argv)
+    name, threads = args.model, args.threads
+    llm = llama_cpp.Llama(models.resolve_model_path(name), n_ctx=2048, n_threads=threads, n_threads_batch=threads,
                           verbose=False)
     with open(os.path.join(os.path.dirname(llama_cpp.__file__), "llama.py")) as f:
         text = f.read()[:20000]
-    tokens = llm.tokenize(text.encode())[:1000]
+    tokens = llm.tokenize(text.encode())[:args.tokens]
     prefill, decode = [], []
     for _ in range(3):
         llm.reset()

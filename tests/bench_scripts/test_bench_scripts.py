@@ -208,6 +208,13 @@ def test_kernel_cost_ab_runs_kernel_cost(smollm2_path):
     assert re.search(r"^\| smollm2-135m \| here \| [\d.]+ s \| [\d.]+ ms \| [\d.]+ ms \|", p.stdout, re.M)
 
 
+def test_kernel_cpu_time(smollm2_path, monkeypatch, capsys):
+    run_main("kernel_cpu_time", [MODEL, "--depth", "16", "--sizes", "1,4", "--runs", "1"], monkeypatch)
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["model"] == MODEL and set(result["cpu_ms"]) == {"1", "4"}
+    assert all(ms > 0 for ms in result["cpu_ms"].values())
+
+
 def test_max_draft(smollm2_path, tmp_path, monkeypatch):
     report = tmp_path / "max_draft.md"
     run_main("max_draft", ["--model", MODEL, "--caps", "2", "--rounds", "1", "--max-tokens", "8",

@@ -54,7 +54,8 @@ SETTINGS: dict[str, dict[str, object]] = {
 DEFAULT_SETTINGS = list(SETTINGS)[:4]
 
 
-def run_setting(model: str, name: str, max_tokens: int, which: str = "all", max_draft: int | None = None) -> str:
+def run_setting(model: str, name: str, max_tokens: int, which: str = "all", max_draft: int | None = None,
+                limit: int | None = None) -> str:
     llm = llama_cpp.Llama(models.resolve_model_path(model), n_ctx=4096, n_threads=2, n_threads_batch=2,
                           seed=0, verbose=False, **SETTINGS[name])  # type: ignore[arg-type]
     before = os.environ.get("NGRAMSPEC_CACHE_DIR")
@@ -68,6 +69,7 @@ def run_setting(model: str, name: str, max_tokens: int, which: str = "all", max_
         for workload in sources.build(llm, quick=True) if which in ("all", "quick") else []:
             for i, item in enumerate(workload.items):
                 prompts[f"{workload.name}[{i}]"] = item.prompt
+        prompts = dict(list(prompts.items())[:limit])
         identical, drafted, tokens, differ = 0, 0, 0, []
         for key, prompt in prompts.items():
             plain = plain_tokens(llm, prompt, max_tokens)
@@ -100,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", choices=("all", "chats", "quick"), default="all",
                     help="the long chats, the quick suite's prompts, or both (default)")
     ap.add_argument("--max-draft", type=int, default=None, help="exact mode's cap on a draft (default: the engine's)")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N of those prompts")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     names = args.settings or DEFAULT_SETTINGS
@@ -108,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     prompts = {"all": "long chats (300-2,000 prompt tokens) and the quick suite's prompts",
                "chats": "the long chats (300-2,000 prompt tokens)", "quick": "the quick suite's prompts"}
     t0 = time.perf_counter()
-    rows = [run_setting(args.model, name, args.max_tokens, args.prompts, args.max_draft) for name in names]
+    rows = [run_setting(args.model, name, args.max_tokens, args.prompts, args.max_draft, args.limit)
+            for name in names]
     text = "\n".join([
         f"# Exact mode vs plain greedy, with user settings ({build_tag()})",
         "",
@@ -116,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         f"commit {git_commit()}.",
         f"- Command: `{command}` ({time.perf_counter() - t0:.0f} s).",
         "- Each prompt: plain greedy (Llama.generate) from a reset cache vs exact mode from a reset cache, up to "
-        f"{args.max_tokens} tokens; {prompts[args.prompts]}.",
+        f"{args.max_tokens} tokens; {prompts[args.prompts]}"
+        + (f" (the first {args.limit})." if args.limit is not None else "."),
         "- 'exact sizes': the verify batch sizes exact mode certified for that setting (1 alone: it decodes "
         "plainly).",
         "",

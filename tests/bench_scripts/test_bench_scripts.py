@@ -182,10 +182,11 @@ def test_fast_mode_paths(smollm2_path, monkeypatch, capsys):
 def test_identity_settings(smollm2_path, tmp_path, monkeypatch):
     report = tmp_path / "identity.md"
     code = run_main("identity_settings", ["--model", MODEL, "--setting", "default", "--prompts", "quick",
-                                          "--max-tokens", "8", "--max-draft", "2", "--out", str(report)], monkeypatch)
+                                          "--limit", "2", "--max-tokens", "8", "--max-draft", "2",
+                                          "--out", str(report)], monkeypatch)
     text = report.read_text()
     assert code == 0, text
-    assert re.search(r"^\| smollm2-135m \| default \| [\d, -]+ \| 6/6 \| \d+ \| \d+ \| - \|$", text, re.M)
+    assert re.search(r"^\| smollm2-135m \| default \| [\d, -]+ \| 2/2 \| \d+ \| \d+ \| - \|$", text, re.M)
 
 
 def test_invariance_depth(smollm2_path, monkeypatch, capsys):

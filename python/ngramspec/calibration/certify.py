@@ -122,9 +122,6 @@ class Certification:
         self._t1 = math.nan
         self._prefill_token = math.nan
         self._streams: list[list[int]] | None = None
-        # The deepest probe prefix decoded in this process, its cache saved byte for byte
-        # (run_steps' keep): later slices put it back instead of decoding it again.
-        self._kept: tuple[int, Any] | None = None
         self._stored_curve: Any = None
         if use_cache:
             self._merge_stored()
@@ -184,21 +181,16 @@ class Certification:
 
         def keep_going(depth: int, sizes: list[int], cached: int, seen: StepsOutcome) -> bool:
             self._learn(seen)
-            reach = max(cached, seen.kept[0] if seen.kept is not None else 0)   # a kept prefix costs no decoding
-            return time.perf_counter() - started + self._estimate(depth, sizes, reach) <= budget
+            return time.perf_counter() - started + self._estimate(depth, sizes, cached) <= budget
 
         line = progress_lines.progress(
             None, f"exact mode: certifying verify sizes {_ranges(steps[0][2])} (once per model and setting)", style)
         try:
-            out = run_steps(self.llm, self.top, self.depths, self._streams, steps, line, keep_going, keep=True,
-                            kept=self._kept)
+            out = run_steps(self.llm, self.top, self.depths, self._streams, steps, line, keep_going)
         finally:
             line.close()
-        self._kept = out.kept
         self._learn(out)
         self._take(out)
-        if self.complete:
-            self._kept = None
         seconds = time.perf_counter() - started
         self.slices += 1
         self.seconds += seconds

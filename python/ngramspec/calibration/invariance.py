@@ -330,13 +330,11 @@ class StepsOutcome:
     step_singles: list[tuple[int, float]] = field(default_factory=list)
     prefill: tuple[int, float] = (0, 0.0)
     stopped: bool = False
-    kept: tuple[int, Any] | None = None   # with keep: (depth, the deepest prefix's saved cache)
 
 
 def run_steps(llm: Llama, max_batch: int, depths: Sequence[int], streams: Sequence[Sequence[int]],
               steps: Sequence[tuple[int, int, Sequence[int]]], bar: Any = None,
-              keep_going: Callable[[int, list[int], int, StepsOutcome], bool] | None = None, *,
-              keep: bool = False, kept: tuple[int, Any] | None = None) -> StepsOutcome:
+              keep_going: Callable[[int, list[int], int, StepsOutcome], bool] | None = None) -> StepsOutcome:
     """The check's work, as steps: each (depth, probe index, sizes) decodes the
     probe's next tokens after ``depth`` tokens of the prefix (``streams[0]``) one at a
     time, then each size not yet failed as one batch, and compares every row bit for
@@ -349,28 +347,13 @@ def run_steps(llm: Llama, max_batch: int, depths: Sequence[int], streams: Sequen
     first step always runs, for its one-token timings). ``keep_going(depth, sizes,
     cached, outcome)``, asked before every step but the first: False stops there.
     ``bar``: a progress line, ticked during long steps. Clears the Llama's KV cache
-    before and after.
-
-    ``keep``: before the deepest prefix decoded leaves the cache, save it
-    (``_llama.save_sequence``: its keys and values, byte for byte) in
-    ``outcome.kept``; ``kept``: such a copy from an earlier call on the same Llama,
-    put back (``restore_sequence``) instead of decoding the prefix up to its depth
-    again. The cache then holds the very bits the prefix decoding left there, in the
-    same cells, so the steps see what they would after decoding it."""
+    before and after."""
     limit = _llama.batch_limit(llm)
     batch = _llama.Batch(max(max_batch, limit))
     reference = np.empty((max_batch, llm.n_vocab()), dtype=np.float32)
     prefix = streams[0]
-    out = StepsOutcome(kept=kept if keep else None)
+    out = StepsOutcome()
     tick = bar.update if bar is not None else None
-
-    def save() -> None:
-        """Keeps the prefix in the cache if it is deeper than the one kept."""
-        if keep and cached > (out.kept[0] if out.kept is not None else 0):
-            state = _llama.save_sequence(llm)
-            if state is not None:
-                out.kept = (cached, state)
-
     try:
         _llama.clear_memory(llm)
         cached, prefilled, prefill_s = 0, 0, 0.0
@@ -383,15 +366,7 @@ def run_steps(llm: Llama, max_batch: int, depths: Sequence[int], streams: Sequen
             if out.step_singles and keep_going is not None and not keep_going(depth, alive, cached, out):
                 out.stopped = True
                 break
-            if depth > cached and kept is not None and kept[0] > cached:   # the kept prefix, put back
-                _llama.clear_memory(llm)
-                cached = _llama.restore_sequence(llm, kept[1])
-                if cached != kept[0]:       # refused: decode it again
-                    _llama.clear_memory(llm)
-                    cached = 0
-                    kept = None
             if depth < cached:       # back to a shallower depth: the prefix beyond it leaves the cache
-                save()
                 _remove_from(llm, depth)
                 cached = depth
             t0 = time.perf_counter()
@@ -425,9 +400,6 @@ def run_steps(llm: Llama, max_batch: int, depths: Sequence[int], streams: Sequen
             _remove_from(llm, depth)
             if tick is not None:
                 tick(1)
-            if keep and out.kept is not None and out.kept[0] > (kept[0] if kept is not None else 0):
-                kept = out.kept
-        save()
         return out
     finally:
         batch.close()

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from llama_cpp import Llama
 
 __all__ = ["cache_path", "fingerprint", "load_or_check", "recalibrate", "parse_invariance", "curve_sizes", "withdraw",
-           "forget_priors", "read_entry", "store_entry", "process_withdrawn"]
+           "forget_priors"]
 
 # 3: checked at several depths with two probe texts; failing depths, the check's cost
 # and sizes withdrawn by the online audit are stored. A verdict of format 2 (one
@@ -197,33 +197,14 @@ def _read(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
     return data
 
 
-def read_entry(key: dict[str, Any]) -> dict[str, Any] | None:
-    """The stored entry of the setup ``key`` (``fingerprint``), unvalidated, or None."""
-    return _read(cache_path(key), key)
-
-
-def store_entry(key: dict[str, Any], report: InvarianceReport, curve: CostCurveResult | None,
-                extra: dict[str, Any] | None = None) -> None:
-    """Stores ``report`` (and ``curve`` if it passed) as the entry of ``key``;
-    ``extra``: more keys of the invariance section (a stepwise check's progress)."""
-    _store(cache_path(key), key, report, curve, extra)
-
-
-def process_withdrawn(key: dict[str, Any]) -> dict[int, str]:
-    """The sizes the audit withdrew in this process for the setup ``key``."""
-    return dict(_process_withdrawn.get(str(cache_path(key)), {}))
-
-
-def _store(path: Path, key: dict[str, Any], report: InvarianceReport, curve: CostCurveResult | None,
-           extra: dict[str, Any] | None = None) -> None:
+def _store(path: Path, key: dict[str, Any], report: InvarianceReport, curve: CostCurveResult | None) -> None:
     data: dict[str, Any] = {
         "key": key,
         "invariance": {"single_token_seconds": report.single_token_seconds,
                        "depths": report.depths, "probes": report.probes, "check_seconds": report.check_seconds,
                        "results": [[r.batch_size, r.invariant, r.rows_differing, r.max_abs_diff, r.seconds,
                                     r.failed_at] for _, r in sorted(report.results.items())],
-                       "withdrawn": {str(b): seen for b, seen in sorted(report.withdrawn.items())},
-                       **(extra or {})},
+                       "withdrawn": {str(b): seen for b, seen in sorted(report.withdrawn.items())}},
     }
     if curve is not None and curve.passed and curve.origin in ("measured", "cached"):
         data["cost_curve"] = curve.to_json()   # only curves that passed are ever written
@@ -268,20 +249,18 @@ def curve_sizes(report: InvarianceReport, max_batch: int) -> list[int]:
             if b <= max_batch and (b == 1 or (report.results[b].invariant and timed(b)))] or [1]
 
 
-def _default_measure(llm: Llama, sizes: list[int], progress: Any = False) -> CostCurveResult:
+def _default_measure(llm: Llama, sizes: list[int], progress: bool = False) -> CostCurveResult:
     return measure_cost_curve(llm, sizes, progress=progress)
 
 
 def _resolve(llm: Llama, max_batch: int, check: Callable[..., InvarianceReport] | None,
-             measure: Callable[..., CostCurveResult] | None, progress: Any, recheck: bool,
+             measure: Callable[..., CostCurveResult] | None, progress: bool, recheck: bool,
              remeasure: bool) -> InvarianceReport:
     if isinstance(max_batch, bool):
         raise TypeError("max_batch must be an int, got bool")
     max_batch = operator.index(max_batch)
     if max_batch < 1:
         raise ValueError(f"max_batch must be >= 1, got {max_batch}")
-    # The default check goes on from what a stepwise check stored (certify.py); recheck starts again.
-    resume = check is None and not recheck
     if check is None:
         check = check_batch_invariance
     if measure is None:
@@ -301,12 +280,7 @@ def _resolve(llm: Llama, max_batch: int, check: Callable[..., InvarianceReport] 
         if report is not None and not _answers(report, llm, top):
             report = None
     if report is None:
-        if resume:
-            from ngramspec.calibration.certify import finish
-
-            report = finish(llm, top, data, progress=progress)
-        else:
-            report = check(llm, max_batch=top) if not progress else check(llm, max_batch=top, progress=progress)
+        report = check(llm, max_batch=top) if not progress else check(llm, max_batch=top, progress=True)
         dirty = True
     for b, seen in _process_withdrawn.get(str(path), {}).items():
         if b not in report.withdrawn:
@@ -366,16 +340,14 @@ def withdraw(llm: Llama, size: int, seen: str, *, store: bool = True) -> Path | 
 
 def load_or_check(llm: Llama, max_batch: int, check: Callable[..., InvarianceReport] | None = None, *,
                   measure: Callable[..., CostCurveResult] | None = None,
-                  progress: Any = False) -> InvarianceReport:
+                  progress: bool = False) -> InvarianceReport:
     """The engine's entry point: the invariance report for this setup, with
     ``report.cost_curve`` attached.
 
     max_batch is clamped as in ``check_batch_invariance`` (min(n_batch, n_ubatch),
     MAX_CHECK_BATCH). The stored report is used if every one of its values is
     valid and it covers ``check_sizes(max_batch)``; otherwise ``check(llm,
-    max_batch=...)`` runs and is stored: by default the sizes a stepwise check
-    (``certify.py``) left undecided, with ``check_batch_invariance``.
-    ``progress``: a progress line (``calibration.progress``: "bar", "log", True, False).
+    max_batch=...)`` (default ``check_batch_invariance``) runs and is stored.
 
     ``report.cost_curve`` prices 1 and every bit-exact checked size <= max_batch:
     the stored curve if it is valid and covers them (origin "cached"), else a new
@@ -390,7 +362,7 @@ def load_or_check(llm: Llama, max_batch: int, check: Callable[..., InvarianceRep
 def recalibrate(llm: Llama, max_batch: int, *, recheck: bool = False,
                 check: Callable[..., InvarianceReport] | None = None,
                 measure: Callable[..., CostCurveResult] | None = None,
-                progress: Any = False) -> InvarianceReport:
+                progress: bool = False) -> InvarianceReport:
     """Measure the verify-cost curve again and replace the stored entry (with
     ``recheck``, run the invariance check again as well). A new curve that passes
     is stored; one that fails removes the stored curve (the next process measures

@@ -25,9 +25,8 @@ it; the result is cached on disk (``invariance_cache``).
 """
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +41,9 @@ from ngramspec.errors import ContextTooSmallError
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-__all__ = ["BatchSizeResult", "InvarianceReport", "check_batch_invariance", "check_sizes", "check_depths",
-           "covers", "effective_max_batch", "CHECK_DENSE_UP_TO", "MAX_CHECK_BATCH", "MAX_CHECK_DEPTH",
-           "SHALLOWEST_DEPTH"]
+__all__ = ["BatchSizeResult", "InvarianceReport", "StepsOutcome", "check_batch_invariance", "check_sizes",
+           "check_depths", "covers", "probe_streams", "run_steps", "effective_max_batch", "CHECK_DENSE_UP_TO",
+           "MAX_CHECK_BATCH", "MAX_CHECK_DEPTH", "SHALLOWEST_DEPTH", "size_ranges"]
 
 #: Every batch size up to this one is checked.
 CHECK_DENSE_UP_TO = 16
@@ -246,6 +245,11 @@ class InvarianceReport:
         return "\n".join(lines)
 
 
+def size_ranges(sizes: Sequence[int]) -> str:
+    """[1, 2, 3, 5, 7, 8] -> '1-3, 5, 7-8' (what the report's summary writes)."""
+    return _ranges(sizes)
+
+
 def _ranges(sizes: Sequence[int]) -> str:
     """[1, 2, 3, 5, 7, 8] -> '1-3, 5, 7-8'."""
     out: list[str] = []
@@ -259,7 +263,8 @@ def _ranges(sizes: Sequence[int]) -> str:
 
 def check_batch_invariance(llm: Llama, max_batch: int = 16, *, prefix_tokens: int = SHALLOWEST_DEPTH,
                            depths: Sequence[int] | None = None, tokens: Sequence[int] | None = None,
-                           progress: bool = False, every_size: bool = False) -> InvarianceReport:
+                           progress: Any = False, every_size: bool = False,
+                           sizes: Sequence[int] | None = None) -> InvarianceReport:
     """For each batch size in ``check_sizes(max_batch)`` (after clamping), at each
     depth, decode a batch of probe tokens and compare every row's logits with
     one-token-at-a-time decoding of the same tokens, bit for bit.
@@ -277,55 +282,159 @@ def check_batch_invariance(llm: Llama, max_batch: int = 16, *, prefix_tokens: in
         ``prefix_tokens`` to as deep as the context allows, capped at MAX_CHECK_DEPTH).
     tokens: one probe stream of your own instead of the two built-in texts; it
         must hold max(depths) + max_batch tokens.
-    progress: show a progress bar on stderr.
+    progress: show a progress line ("bar" or True: tqdm on stderr; "log": logging
+        records; ``calibration.progress``), at once.
     every_size: check every size 1..max_batch, not only ``check_sizes``' set (a
         proof of a build, e.g. bench/invariance_every_size.py; the engine's check stays bounded).
+    sizes: check only these of the sizes above (the report then holds them and 1):
+        the rest of a check that certified some sizes already (``certify.py``).
+        The probes, depths and comparisons are the same as for the whole check.
     """
     max_batch, depths, streams = _probe_plan(llm, max_batch, prefix_tokens, depths, tokens)
-    sizes = list(range(1, max_batch + 1)) if every_size else check_sizes(max_batch)
-    limit = _llama.batch_limit(llm)
+    chosen = list(range(1, max_batch + 1)) if every_size else check_sizes(max_batch)
+    if sizes is not None:
+        wanted = {checked_int(b, "sizes", minimum=1, what="ints") for b in sizes}
+        chosen = [b for b in chosen if b == 1 or b in wanted]
 
-    from tqdm import tqdm  # type: ignore[import-untyped]  # no types-tqdm in the dev tools
+    from ngramspec.calibration.progress import progress as progress_line
 
     started = time.perf_counter()
-    batch = _llama.Batch(max(max_batch, limit))
-    report = InvarianceReport(threads=llm_threads(llm), depths=[], probes=len(streams))
-    failed: dict[int, tuple[int, int, float]] = {}      # B -> (depth, rows differing, max |diff|)
-    seconds: dict[int, float] = {}
-    singles_first: list[float] = []
-    reference = np.empty((max_batch, llm.n_vocab()), dtype=np.float32)
-    prefix = streams[0]
-    bar = tqdm(total=len(depths) * len(streams), desc="batch invariance", unit="probe", disable=not progress,
-               file=sys.stderr)
+    steps = [(depth, probe, chosen) for depth in depths for probe in range(len(streams))]
+    bar = progress_line(len(steps), "batch invariance", progress, after=0.0, unit="probe")
     try:
-        _llama.clear_memory(llm)
-        cached = 0
-        for depth in depths:
-            if report.depths and all(b in failed for b in sizes if b > 1):
-                break   # nothing left to certify: no need to go deeper
-            for start in range(cached, depth, limit):   # never more than n_batch / n_ubatch at once
-                batch.fill(prefix[start:min(depth, start + limit)], start, all_logits=False)
-                _llama.decode(llm, batch)
-            cached = depth
-            report.depths.append(depth)
-            for stream in streams:
-                probe = stream[depth:depth + max_batch]
-                singles = _reference_rows(llm, batch, probe, depth, reference)
-                if not singles_first:
-                    singles_first = singles
-                _compare_batches(llm, batch, probe, depth, sizes, reference, failed, seconds)
-                _remove_from(llm, depth)
-                bar.update(1)
-        report.single_token_seconds = float(np.median(singles_first))
-        seconds[1] = report.single_token_seconds
-        for b in sizes:
-            fail = failed.get(b)
-            report.results[b] = BatchSizeResult(b, fail is None, fail[1] if fail else 0, fail[2] if fail else 0.0,
-                                                seconds.get(b, float("nan")), fail[0] if fail else None)
-        report.check_seconds = time.perf_counter() - started
-        return report
+        out = run_steps(llm, max_batch, depths, streams, steps, bar)
     finally:
         bar.close()
+    report = InvarianceReport(threads=llm_threads(llm), depths=out.depths, probes=len(streams))
+    report.single_token_seconds = out.single_seconds
+    seconds = dict(out.seconds)
+    seconds[1] = report.single_token_seconds
+    for b in chosen:
+        fail = out.failed.get(b)
+        report.results[b] = BatchSizeResult(b, fail is None, fail[1] if fail else 0, fail[2] if fail else 0.0,
+                                            seconds.get(b, float("nan")), fail[0] if fail else None)
+    report.check_seconds = time.perf_counter() - started
+    return report
+
+
+@dataclass
+class StepsOutcome:
+    """What ``run_steps`` saw. passed: {B: the (depth, probe) steps where every row
+    of B was bit-identical}; failed: {B: (depth, rows differing, max |diff|)} at the
+    first step where a row differed; seconds: {B: its first batch's time}; ratios:
+    {B: that time over the median one-token decode of the same step}; single_seconds:
+    the median one-token decode of the first step run; depths: the depths probed, in
+    order; step_singles: [(depth, median one-token decode)] per step run; prefill:
+    (tokens, seconds) of the prefix decoded; stopped: ``keep_going`` said no."""
+    passed: dict[int, set[tuple[int, int]]] = field(default_factory=dict)
+    failed: dict[int, tuple[int, int, float]] = field(default_factory=dict)
+    seconds: dict[int, float] = field(default_factory=dict)
+    ratios: dict[int, float] = field(default_factory=dict)
+    single_seconds: float = float("nan")
+    depths: list[int] = field(default_factory=list)
+    step_singles: list[tuple[int, float]] = field(default_factory=list)
+    prefill: tuple[int, float] = (0, 0.0)
+    stopped: bool = False
+    kept: tuple[int, Any] | None = None   # with keep: (depth, the deepest prefix's saved cache)
+
+
+def run_steps(llm: Llama, max_batch: int, depths: Sequence[int], streams: Sequence[Sequence[int]],
+              steps: Sequence[tuple[int, int, Sequence[int]]], bar: Any = None,
+              keep_going: Callable[[int, list[int], int, StepsOutcome], bool] | None = None, *,
+              keep: bool = False, kept: tuple[int, Any] | None = None) -> StepsOutcome:
+    """The check's work, as steps: each (depth, probe index, sizes) decodes the
+    probe's next tokens after ``depth`` tokens of the prefix (``streams[0]``) one at a
+    time, then each size not yet failed as one batch, and compares every row bit for
+    bit. Each depth must be one of ``depths``. The prefix is decoded in chunks that
+    end at every depth of ``depths`` on the way (and at n_batch / n_ubatch), so the
+    cache at a depth holds the same keys and values whichever steps run, and in what
+    order: a step shallower than the last one cuts the cache back to its depth (as
+    after each probe), a deeper one decodes the prefix on from there. A size that
+    fails is not decoded again; a step whose sizes have all failed is skipped (the
+    first step always runs, for its one-token timings). ``keep_going(depth, sizes,
+    cached, outcome)``, asked before every step but the first: False stops there.
+    ``bar``: a progress line, ticked during long steps. Clears the Llama's KV cache
+    before and after.
+
+    ``keep``: before the deepest prefix decoded leaves the cache, save it
+    (``_llama.save_sequence``: its keys and values, byte for byte) in
+    ``outcome.kept``; ``kept``: such a copy from an earlier call on the same Llama,
+    put back (``restore_sequence``) instead of decoding the prefix up to its depth
+    again. The cache then holds the very bits the prefix decoding left there, in the
+    same cells, so the steps see what they would after decoding it."""
+    limit = _llama.batch_limit(llm)
+    batch = _llama.Batch(max(max_batch, limit))
+    reference = np.empty((max_batch, llm.n_vocab()), dtype=np.float32)
+    prefix = streams[0]
+    out = StepsOutcome(kept=kept if keep else None)
+    tick = bar.update if bar is not None else None
+
+    def save() -> None:
+        """Keeps the prefix in the cache if it is deeper than the one kept."""
+        if keep and cached > (out.kept[0] if out.kept is not None else 0):
+            state = _llama.save_sequence(llm)
+            if state is not None:
+                out.kept = (cached, state)
+
+    try:
+        _llama.clear_memory(llm)
+        cached, prefilled, prefill_s = 0, 0, 0.0
+        for depth, probe_index, sizes in steps:
+            alive = [b for b in sizes if b > 1 and b not in out.failed]
+            if not alive and out.step_singles:
+                if tick is not None:
+                    tick(1)
+                continue
+            if out.step_singles and keep_going is not None and not keep_going(depth, alive, cached, out):
+                out.stopped = True
+                break
+            if depth > cached and kept is not None and kept[0] > cached:   # the kept prefix, put back
+                _llama.clear_memory(llm)
+                cached = _llama.restore_sequence(llm, kept[1])
+                if cached != kept[0]:       # refused: decode it again
+                    _llama.clear_memory(llm)
+                    cached = 0
+                    kept = None
+            if depth < cached:       # back to a shallower depth: the prefix beyond it leaves the cache
+                save()
+                _remove_from(llm, depth)
+                cached = depth
+            t0 = time.perf_counter()
+            for boundary in [d for d in depths if cached < d < depth] + [depth]:
+                for start in range(cached, boundary, limit):   # never more than n_batch / n_ubatch at once
+                    batch.fill(prefix[start:min(boundary, start + limit)], start, all_logits=False)
+                    _llama.decode(llm, batch)
+                    if tick is not None:
+                        tick(0)
+                prefilled += max(0, boundary - cached)
+                cached = max(cached, boundary)
+            prefill_s += time.perf_counter() - t0
+            out.prefill = (prefilled, prefill_s)
+            if not out.depths or out.depths[-1] != depth:
+                out.depths.append(depth)
+            probe = streams[probe_index][depth:depth + max(alive, default=max_batch)]
+            singles = _reference_rows(llm, batch, probe, depth, reference, tick)
+            single = float(np.median(singles))
+            if not out.step_singles:
+                out.single_seconds = single
+            out.step_singles.append((depth, single))
+            timed: dict[int, float] = {}
+            _compare_batches(llm, batch, probe, depth, alive, reference, out.failed, timed, tick)
+            for b, t in timed.items():
+                if b not in out.seconds:
+                    out.seconds[b] = t
+                    out.ratios[b] = t / single
+            for b in alive:
+                if b not in out.failed:
+                    out.passed.setdefault(b, set()).add((depth, probe_index))
+            _remove_from(llm, depth)
+            if tick is not None:
+                tick(1)
+            if keep and out.kept is not None and out.kept[0] > (kept[0] if kept is not None else 0):
+                kept = out.kept
+        save()
+        return out
+    finally:
         batch.close()
         _llama.clear_memory(llm)
 
@@ -361,7 +470,8 @@ def _probe_plan(llm: Llama, max_batch: Any, prefix_tokens: Any, depths: Sequence
 
 
 def _compare_batches(llm: Llama, batch: Any, probe: Sequence[int], depth: int, sizes: Sequence[int],
-                     reference: Any, failed: dict[int, tuple[int, int, float]], seconds: dict[int, float]) -> None:
+                     reference: Any, failed: dict[int, tuple[int, int, float]], seconds: dict[int, float],
+                     tick: Callable[[int], Any] | None = None) -> None:
     """Decode each size not yet failed as one batch at ``depth`` and compare its rows
     with the one-token ``reference`` bit for bit; a difference goes in ``failed``,
     the first timing of each size in ``seconds``."""
@@ -377,6 +487,8 @@ def _compare_batches(llm: Llama, batch: Any, probe: Sequence[int], depth: int, s
         same = np.all(got.view(np.uint32) == reference[:b].view(np.uint32), axis=1)
         if not same.all():
             failed[b] = (depth, int((~same).sum()), float(np.max(np.abs(got - reference[:b]))))
+        if tick is not None:
+            tick(0)
 
 
 def _depth(d: Any) -> int:
@@ -388,7 +500,8 @@ def _remove_from(llm: Llama, pos: int) -> None:
         raise RuntimeError("this model cannot roll back its cache, so batch invariance cannot be probed")
 
 
-def _reference_rows(llm: Llama, batch: Any, probe: Sequence[int], depth: int, reference: np.ndarray) -> list[float]:
+def _reference_rows(llm: Llama, batch: Any, probe: Sequence[int], depth: int, reference: np.ndarray,
+                    tick: Callable[[int], Any] | None = None) -> list[float]:
     """Decodes ``probe`` one token at a time from ``depth``, as plain decoding does,
     into ``reference``'s rows; returns each decode's seconds."""
     times = []
@@ -398,4 +511,6 @@ def _reference_rows(llm: Llama, batch: Any, probe: Sequence[int], depth: int, re
         _llama.decode(llm, batch)
         times.append(time.perf_counter() - t0)
         reference[i] = _llama.output_logits(llm, 1)[0]
+        if tick is not None and i % 8 == 7:
+            tick(0)
     return times

@@ -33,12 +33,14 @@ import hashlib
 import json
 import math
 import operator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ngramspec import _llama
 from ngramspec.atomic_write import atomic_write_text
 from ngramspec.calibration.cost_curve import CostCurveResult, prior_curve
-from ngramspec.calibration.cost_timing import measure_cost_curve
+from ngramspec.calibration.cost_timing import llm_threads, measure_cost_curve
 from ngramspec.calibration.invariance import (
     BatchSizeResult,
     InvarianceReport,
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
     from llama_cpp import Llama
 
 __all__ = ["cache_path", "fingerprint", "load_or_check", "recalibrate", "parse_invariance", "curve_sizes", "withdraw",
-           "forget_priors"]
+           "forget_priors", "read_entry", "store_entry", "process_withdrawn", "parse_progress"]
 
 # 3: checked at several depths with two probe texts; failing depths, the check's cost
 # and sizes withdrawn by the online audit are stored. A verdict of format 2 (one
@@ -197,14 +199,33 @@ def _read(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
     return data
 
 
-def _store(path: Path, key: dict[str, Any], report: InvarianceReport, curve: CostCurveResult | None) -> None:
+def read_entry(key: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored entry of the setup ``key`` (``fingerprint``), unvalidated, or None."""
+    return _read(cache_path(key), key)
+
+
+def store_entry(key: dict[str, Any], report: InvarianceReport, curve: CostCurveResult | None,
+                extra: dict[str, Any] | None = None) -> None:
+    """Stores ``report`` (and ``curve`` if it passed) as the entry of ``key``;
+    ``extra``: more keys of the invariance section (a stepwise check's progress)."""
+    _store(cache_path(key), key, report, curve, extra)
+
+
+def process_withdrawn(key: dict[str, Any]) -> dict[int, str]:
+    """The sizes the audit withdrew in this process for the setup ``key``."""
+    return dict(_process_withdrawn.get(str(cache_path(key)), {}))
+
+
+def _store(path: Path, key: dict[str, Any], report: InvarianceReport, curve: CostCurveResult | None,
+           extra: dict[str, Any] | None = None) -> None:
     data: dict[str, Any] = {
         "key": key,
         "invariance": {"single_token_seconds": report.single_token_seconds,
                        "depths": report.depths, "probes": report.probes, "check_seconds": report.check_seconds,
                        "results": [[r.batch_size, r.invariant, r.rows_differing, r.max_abs_diff, r.seconds,
                                     r.failed_at] for _, r in sorted(report.results.items())],
-                       "withdrawn": {str(b): seen for b, seen in sorted(report.withdrawn.items())}},
+                       "withdrawn": {str(b): seen for b, seen in sorted(report.withdrawn.items())},
+                       **(extra or {})},
     }
     if curve is not None and curve.passed and curve.origin in ("measured", "cached"):
         data["cost_curve"] = curve.to_json()   # only curves that passed are ever written
@@ -225,11 +246,86 @@ def _write(path: Path, data: dict[str, Any]) -> bool:
 def _answers(report: InvarianceReport, llm: Llama, top: int) -> bool:
     """A stored check answers for sizes up to ``top`` on this context if it reached
     the depths a new check would (or found every size above 1 inexact early)."""
-    from ngramspec import _llama
-
     if all(not r.invariant for b, r in report.results.items() if 1 < b <= top):
         return True
     return covers(report.depths, check_depths(_llama.usable_n_ctx(llm), top))
+
+
+# ---------------------------------------------------------------------------
+# A check done in steps (certify.py): its progress, and finishing it in one pass.
+
+def parse_progress(data: Any, depths: Sequence[int], probes: int
+                   ) -> tuple[InvarianceReport, dict[int, set[tuple[int, int]]], dict[int, float]] | None:
+    """A stored invariance section read as a check in progress: (the decided sizes as a
+    report, {B: steps passed} of the undecided ones, {B: batch time ratio}). None when
+    it cannot be read, or was checked at depths that do not answer for ``depths``
+    (another context size): then everything is checked again."""
+    try:
+        report = parse_invariance(data, [])
+    except ValueError:
+        return None
+    if report.probes != probes:
+        return None
+    invariant = [b for b, r in report.results.items() if b > 1 and r.invariant]
+    if invariant and not covers(report.depths, depths):
+        return None
+    passed: dict[int, set[tuple[int, int]]] = {}
+    ratios: dict[int, float] = {}
+    entries = data.get("progress", {}) if isinstance(data, dict) else {}
+    if not isinstance(entries, dict):
+        return None
+    for b, entry in entries.items():
+        if not (isinstance(b, str) and b.isdigit() and isinstance(entry, dict)):
+            return None
+        steps = entry.get("passed")
+        if not isinstance(steps, list) or not all(
+                isinstance(s, list) and len(s) == 2 and is_int(s[0]) and is_int(s[1]) for s in steps):
+            return None
+        passed[int(b)] = {(int(d), int(p)) for d, p in steps if d in depths and 0 <= p < probes}
+        ratio = entry.get("ratio")
+        if is_number(ratio) and math.isfinite(ratio) and ratio > 0:
+            ratios[int(b)] = float(ratio)
+    return report, passed, ratios
+
+
+def _finish(llm: Llama, top: int, data: Any, *, progress: Any = False) -> InvarianceReport:
+    """The whole check for sizes up to ``top``, given the stored entry ``data`` (or
+    None): the sizes it decided are kept, and the rest are checked in one pass
+    (``check_batch_invariance(sizes=...)``: one prefill, one set of references).
+    What a stepwise check had passed for them is checked again (a few probes; the
+    one-pass check is cheaper than resuming step by step)."""
+    n_ctx = _llama.usable_n_ctx(llm)
+    depths = check_depths(n_ctx, top)
+    sizes = check_sizes(top)
+    state = parse_progress(data.get("invariance") if isinstance(data, dict) else None, depths, 2)
+    decided: dict[int, BatchSizeResult] = {}
+    single = math.nan
+    withdrawn: dict[int, str] = {}
+    if state is not None:
+        stored = state[0]
+        decided = {b: r for b, r in stored.results.items() if b in sizes}
+        single, withdrawn = stored.single_token_seconds, dict(stored.withdrawn)
+    if any(b not in decided for b in sizes if b > 1) or not decided:
+        new = check_batch_invariance(llm, max_batch=top, sizes=[b for b in sizes if b not in decided],
+                                     progress=progress)
+    else:
+        return InvarianceReport(dict(sorted(decided.items())), single, threads=llm_threads(llm),
+                                depths=list(depths), probes=2, check_seconds=0.0, withdrawn=withdrawn)
+    if not decided:
+        return new
+    report = InvarianceReport(threads=llm_threads(llm), probes=new.probes, withdrawn=withdrawn,
+                              single_token_seconds=single if math.isfinite(single) else new.single_token_seconds)
+    scale = report.single_token_seconds / new.single_token_seconds
+    results = dict(decided)
+    for b, r in new.results.items():
+        if b not in results:
+            results[b] = BatchSizeResult(b, r.invariant, r.rows_differing, r.max_abs_diff, r.seconds * scale,
+                                         r.failed_at)
+    report.results = dict(sorted(results.items()))
+    exact_somewhere = any(r.invariant for b, r in results.items() if b > 1)
+    report.depths = list(depths) if exact_somewhere else list(new.depths)
+    report.check_seconds = new.check_seconds
+    return report
 
 
 #: Above this size the curve is timed only at CURVE_SPARSE_SIZES: the exact engine
@@ -249,18 +345,20 @@ def curve_sizes(report: InvarianceReport, max_batch: int) -> list[int]:
             if b <= max_batch and (b == 1 or (report.results[b].invariant and timed(b)))] or [1]
 
 
-def _default_measure(llm: Llama, sizes: list[int], progress: bool = False) -> CostCurveResult:
+def _default_measure(llm: Llama, sizes: list[int], progress: Any = False) -> CostCurveResult:
     return measure_cost_curve(llm, sizes, progress=progress)
 
 
 def _resolve(llm: Llama, max_batch: int, check: Callable[..., InvarianceReport] | None,
-             measure: Callable[..., CostCurveResult] | None, progress: bool, recheck: bool,
+             measure: Callable[..., CostCurveResult] | None, progress: Any, recheck: bool,
              remeasure: bool) -> InvarianceReport:
     if isinstance(max_batch, bool):
         raise TypeError("max_batch must be an int, got bool")
     max_batch = operator.index(max_batch)
     if max_batch < 1:
         raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+    # The default check goes on from what a stepwise check stored (certify.py); recheck starts again.
+    resume = check is None and not recheck
     if check is None:
         check = check_batch_invariance
     if measure is None:
@@ -280,7 +378,10 @@ def _resolve(llm: Llama, max_batch: int, check: Callable[..., InvarianceReport] 
         if report is not None and not _answers(report, llm, top):
             report = None
     if report is None:
-        report = check(llm, max_batch=top) if not progress else check(llm, max_batch=top, progress=True)
+        if resume:
+            report = _finish(llm, top, data, progress=progress)
+        else:
+            report = check(llm, max_batch=top) if not progress else check(llm, max_batch=top, progress=progress)
         dirty = True
     for b, seen in _process_withdrawn.get(str(path), {}).items():
         if b not in report.withdrawn:
@@ -340,14 +441,16 @@ def withdraw(llm: Llama, size: int, seen: str, *, store: bool = True) -> Path | 
 
 def load_or_check(llm: Llama, max_batch: int, check: Callable[..., InvarianceReport] | None = None, *,
                   measure: Callable[..., CostCurveResult] | None = None,
-                  progress: bool = False) -> InvarianceReport:
+                  progress: Any = False) -> InvarianceReport:
     """The engine's entry point: the invariance report for this setup, with
     ``report.cost_curve`` attached.
 
     max_batch is clamped as in ``check_batch_invariance`` (min(n_batch, n_ubatch),
     MAX_CHECK_BATCH). The stored report is used if every one of its values is
     valid and it covers ``check_sizes(max_batch)``; otherwise ``check(llm,
-    max_batch=...)`` (default ``check_batch_invariance``) runs and is stored.
+    max_batch=...)`` runs and is stored: by default the sizes a stepwise check
+    (``certify.py``) left undecided, with ``check_batch_invariance``.
+    ``progress``: a progress line (``calibration.progress``: "bar", "log", True, False).
 
     ``report.cost_curve`` prices 1 and every bit-exact checked size <= max_batch:
     the stored curve if it is valid and covers them (origin "cached"), else a new
@@ -362,7 +465,7 @@ def load_or_check(llm: Llama, max_batch: int, check: Callable[..., InvarianceRep
 def recalibrate(llm: Llama, max_batch: int, *, recheck: bool = False,
                 check: Callable[..., InvarianceReport] | None = None,
                 measure: Callable[..., CostCurveResult] | None = None,
-                progress: bool = False) -> InvarianceReport:
+                progress: Any = False) -> InvarianceReport:
     """Measure the verify-cost curve again and replace the stored entry (with
     ``recheck``, run the invariance check again as well). A new curve that passes
     is stored; one that fails removes the stored curve (the next process measures

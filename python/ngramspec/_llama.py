@@ -148,6 +148,29 @@ def remove_from(llm: Any, pos: int) -> bool:
     return bool(llama_cpp.llama_memory_seq_rm(mem, 0, pos, -1))
 
 
+def save_sequence(llm: Any) -> Any:
+    """Sequence 0's cached keys and values as llama.cpp copies them out
+    (``llama_state_seq_get_data``: the bytes themselves, with their positions), for
+    ``restore_sequence``; None if llama.cpp gives nothing."""
+    llama_cpp = llama_cpp_module()
+    ctx = context_of(llm)
+    size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
+    if size <= 0:
+        return None
+    state = (ctypes.c_uint8 * size)()
+    return state if int(llama_cpp.llama_state_seq_get_data(ctx, state, size, 0)) == size else None
+
+
+def restore_sequence(llm: Any, state: Any) -> int:
+    """Puts ``save_sequence``'s copy back as sequence 0 of an empty cache; returns the
+    positions it holds (0 if llama.cpp refused)."""
+    llama_cpp = llama_cpp_module()
+    ctx = context_of(llm)
+    if not int(llama_cpp.llama_state_seq_set_data(ctx, state, len(state), 0)):
+        return 0
+    return int(llama_cpp.llama_memory_seq_pos_max(llama_cpp.llama_get_memory(ctx), 0)) + 1
+
+
 def clear_memory(llm: Any) -> None:
     llama_cpp = llama_cpp_module()
     mem = llama_cpp.llama_get_memory(context_of(llm))

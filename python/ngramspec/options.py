@@ -52,6 +52,13 @@ class EngineOptions:
     trace: bool = _option(False, "record every pass in the stats' trace (source, offered, verified, accepted, time)")
     invariance_cache: bool = _option(
         True, "keep the measured invariance verdict and cost curve on disk per model, build and context settings")
+    warmup: bool = _option(
+        False, "certify every verify batch size and measure the verify-cost curve when the engine is made (or the "
+               "server starts), about a minute on a 2-core CPU, instead of a few seconds at the start of each of the "
+               "first requests, smallest sizes first")
+    progress: Any = _option(
+        "bar", "how a check that keeps the caller waiting over 2 s shows itself: 'bar' (tqdm on stderr), 'log' "
+               "(logging records, as the server does) or 'off'", command_line=False)
     invariance: Any = _option(
         None, "an InvarianceReport (check_batch_invariance) to use instead of measuring one", command_line=False)
     memory: Any = _option(
@@ -67,6 +74,9 @@ class EngineOptions:
                 checked_int(value, f.name, minimum=f.metadata["minimum"])
             elif (f.type == "bool" or f.type is bool) and not isinstance(value, bool):
                 raise TypeError(f"{f.name} must be True or False, got {type(value).__name__}")
+        from ngramspec.calibration.progress import style_of
+
+        style_of(self.progress)   # ValueError names the styles
 
     def replace(self, **changes: Any) -> EngineOptions:
         """These options with ``changes``; TypeError names an unknown option."""

@@ -74,7 +74,7 @@ def test_a_fresh_cache_first_generation_verifies_only_certified_sizes(smollm2_pa
             certified = set(gen.stats.certified_sizes)
             assert used <= certified, (used, certified)
             assert all(stored_verdicts(model).get(b) for b in certified)   # certified on disk, not just said
-            assert all(engine.invariance.allows(b) for b in certified)
+            assert engine.invariance is not None and all(engine.invariance.allows(b) for b in certified)
             assert max((t[2] + 1 for t in gen.stats.trace), default=1) <= max(certified, default=1)
 
         # One step per generation (a budget of 0 s; the default's steps depend on the machine's speed):
@@ -121,7 +121,7 @@ def test_the_warmup_option_does_the_whole_check(small, invariance_cache_dir):
     assert engine.certify() == []            # nothing left for the generations
     assert sorted(stored_verdicts(small)) == check_sizes(9)
     spec = wrap(small, max_draft=8, warmup=True)   # wrap's keyword, read from the file now
-    assert sorted(spec.engine.invariance.results) == check_sizes(9)
+    assert spec.engine.invariance is not None and sorted(spec.engine.invariance.results) == check_sizes(9)
 
 
 def test_the_whole_check_goes_on_from_the_steps(small, invariance_cache_dir, monkeypatch):
@@ -132,7 +132,7 @@ def test_the_whole_check_goes_on_from_the_steps(small, invariance_cache_dir, mon
     assert certified == {1, 2, 3, 4}
     assert stored_verdicts(small) == {1: True, 2: True, 3: True, 4: True}
     asked: list[list[int]] = []
-    real = invariance_cache.check_batch_invariance
+    real = invariance_cache.check_batch_invariance  # type: ignore[attr-defined]  # the name _finish calls, patched below
 
     def recorded(llm, **kwargs):
         asked.append(list(kwargs["sizes"]))
@@ -141,5 +141,5 @@ def test_the_whole_check_goes_on_from_the_steps(small, invariance_cache_dir, mon
     monkeypatch.setattr(invariance_cache, "check_batch_invariance", recorded)
     plan = engine.prepare()                  # doctor's and the warm-up's path: load_or_check
     assert asked == [[5, 6, 7, 8, 9]]        # only what the steps left
-    assert sorted(engine.invariance.results) == check_sizes(9)
+    assert engine.invariance is not None and sorted(engine.invariance.results) == check_sizes(9)
     assert all(plan.allowed[b] == engine.invariance.allows(b) for b in range(2, 10))

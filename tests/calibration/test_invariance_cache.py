@@ -11,7 +11,7 @@ import llama_cpp
 import pytest
 
 from ngramspec import SpeculativeEngine, check_batch_invariance
-from ngramspec.calibration import invariance_cache
+from ngramspec.calibration import certify, invariance_cache
 from ngramspec.calibration.cost_curve import STATISTIC, CostCurveResult, prior_curve
 from ngramspec.calibration.invariance import BatchSizeResult, InvarianceReport, check_depths, check_sizes
 from tests.support.plain import plain_tokens
@@ -294,15 +294,17 @@ def test_engine_uses_the_cache_unless_told_not_to(smollm2_path, invariance_cache
         assert not invariance_cache_dir.exists()
         eng = SpeculativeEngine(model, max_draft=4)
         gen = eng.generate(PROMPTS["repetitive"], max_tokens=24)
-        assert len(list(invariance_cache_dir.glob("*.json"))) == 1
+        assert len(list(invariance_cache_dir.glob("*.json"))) == 1   # the first slice's verdicts and progress
+        assert gen.tokens == plain_tokens(model, PROMPTS["repetitive"], 24)
+        eng.prepare()                       # the rest of the check, and the cost curve
         assert eng.invariance is not None and eng.invariance.cost_curve is not None
         assert eng.invariance.cost_curve.origin in ("measured", "prior")
-        assert gen.tokens == plain_tokens(model, PROMPTS["repetitive"], 24)
         # A new engine starts from the file: same report, no check.
         def no_check(*args, **kwargs):
             raise AssertionError("measured again")
 
         monkeypatch.setattr(invariance_cache, "check_batch_invariance", no_check)
+        monkeypatch.setattr(certify, "run_steps", no_check)
         eng2 = SpeculativeEngine(model, max_draft=4)
         eng2.generate(PROMPTS["repetitive"], max_tokens=4)
         assert eng2.invariance is not None and eng2.invariance.results == eng.invariance.results

@@ -131,28 +131,30 @@ def llm_threads(llm: Llama) -> tuple[int, int] | None:
 
 
 def _time_rounds(llm: Llama, sizes: list[int], repeats: int, context_tokens: int, rng: random.Random,
-                 progress: bool, deadline: float = math.inf) -> list[dict[int, float]]:
+                 progress: Any, deadline: float = math.inf) -> list[dict[int, float]]:
     """``repeats`` rounds; each times one decode of every size (logits on every
     row, after ``context_tokens`` cached tokens) in a fresh shuffled order.
     Stops early (fewer rounds) once ``deadline`` (perf_counter time) has passed."""
-    from tqdm import tqdm
+    from ngramspec.calibration.progress import progress as progress_line
 
     largest = max(sizes)
     rounds: list[dict[int, float]] = []
-    with _timed_passes(llm, context_tokens, largest) as time_pass:
+    with _timed_passes(llm, context_tokens, largest) as time_pass, \
+            progress_line(repeats, "verify cost", progress, after=0.0, unit="round") as line:
         time_pass(largest)   # warm-up, not recorded
         time_pass(1)
-        for _ in tqdm(range(repeats), desc="verify cost", unit="round", disable=not progress):
+        for _ in range(repeats):
             order = list(sizes)
             rng.shuffle(order)
             rounds.append({b: time_pass(b) for b in order})
+            line.update(1)
             if time.perf_counter() > deadline:
                 break
     return rounds
 
 
 def measure_cost_curve(llm: Llama, sizes: Iterable[int], *, repeats: int = 5, attempts: int = 3,
-                       context_tokens: int = 128, seed: int = 0, progress: bool = False,
+                       context_tokens: int = 128, seed: int = 0, progress: Any = False,
                        budget_s: float | None = DEFAULT_BUDGET_S,
                        time_rounds: Callable[..., list[dict[int, float]]] | None = None) -> CostCurveResult:
     """A verify-cost curve over ``sizes`` (B = 1 is always added) that a busy

@@ -12,7 +12,7 @@ stored; a failing one gives the stated prior for this process.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ngramspec.calibration.cost_curve import CostCurveResult
 from ngramspec.calibration.cost_timing import measure_cost_curve
@@ -35,9 +35,10 @@ def fast_sizes(max_batch: int) -> list[int]:
     return check_sizes(max_batch)
 
 
-def load_or_measure(llm: Llama, max_batch: int, *, use_cache: bool = True) -> CostCurveResult:
+def load_or_measure(llm: Llama, max_batch: int, *, use_cache: bool = True, progress: Any = False) -> CostCurveResult:
     """The curve over ``fast_sizes(max_batch)``: the stored one when it covers them,
-    else measured (which clears the Llama's KV cache) and, if it passed, stored."""
+    else measured (which clears the Llama's KV cache; ``progress``: its progress
+    line, ``calibration.progress``) and, if it passed, stored."""
     sizes = fast_sizes(max_batch)
     key = fingerprint(llm)
     path = cache_path(key)
@@ -51,7 +52,7 @@ def load_or_measure(llm: Llama, max_batch: int, *, use_cache: bool = True) -> Co
                     return stored.restricted(sizes)
         except (OSError, ValueError, KeyError, TypeError):
             pass   # missing or unreadable: measure again
-    curve = measure_cost_curve(llm, sizes, repeats=REPEATS, attempts=2, context_tokens=32)
+    curve = measure_cost_curve(llm, sizes, repeats=REPEATS, attempts=2, context_tokens=32, progress=progress)
     if use_cache and curve.passed:
         from ngramspec.atomic_write import atomic_write_text
 

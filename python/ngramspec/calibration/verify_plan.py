@@ -4,6 +4,11 @@ Exact mode may only verify with batch sizes whose logits are bit-identical to
 one-token decoding on this model and llama.cpp build (``check_batch_invariance``);
 fast mode (exact=False) may use every size. Either way the plan carries the
 measured cost curve r(B) that the policy starts from.
+
+``build_plan`` measures whatever is missing before it returns (the whole check
+and the cost curve: ``engine.prepare()``); ``stepwise_plan`` returns at once with
+the sizes certified so far and a ``Certification`` that certifies the rest a
+slice at a time (``certify.py``), pricing them with the check's own timings.
 """
 from __future__ import annotations
 
@@ -18,7 +23,10 @@ from ngramspec.calibration.invariance import InvarianceReport, check_batch_invar
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-__all__ = ["VerifyPlan", "build_plan", "no_exact_size_warning"]
+__all__ = ["VerifyPlan", "build_plan", "no_exact_size_warning", "stepwise_plan", "STEPWISE_ORIGIN"]
+
+#: A plan's origin while its sizes are certified a slice at a time.
+STEPWISE_ORIGIN = "invariance check, certified in steps as generations start (cached per model and build)"
 
 
 def no_exact_size_warning(llm: Llama, report: InvarianceReport) -> str:
@@ -57,7 +65,8 @@ class VerifyPlan:
 
 
 def build_plan(llm: Llama, *, exact: bool, max_batch: int, can_roll_back: bool,
-               invariance: InvarianceReport | None = None, use_cache: bool = True) -> tuple[VerifyPlan, Any]:
+               invariance: InvarianceReport | None = None, use_cache: bool = True,
+               progress: Any = False) -> tuple[VerifyPlan, Any]:
     """The plan for verify batches of up to ``max_batch`` tokens, and the
     invariance report it used (None in fast mode).
 
@@ -77,17 +86,17 @@ def build_plan(llm: Llama, *, exact: bool, max_batch: int, can_roll_back: bool,
         # row, repacked weights make groups of 4 rows cheap), so it is priced as measured.
         from ngramspec.calibration.fast_curve import load_or_measure
 
-        curve = load_or_measure(llm, max_batch, use_cache=use_cache)
+        curve = load_or_measure(llm, max_batch, use_cache=use_cache, progress=progress)
         return VerifyPlan(allowed, dict(curve.relative), False, f"cost curve ({curve.describe()})"), invariance
     origin = "given report"
     if invariance is None:
         if use_cache:
             from ngramspec.calibration.invariance_cache import load_or_check
 
-            invariance = load_or_check(llm, max_batch)
+            invariance = load_or_check(llm, max_batch, progress=progress)
             origin = "invariance check (cached per model and build)"
         else:
-            invariance = check_batch_invariance(llm, max_batch=max_batch)
+            invariance = check_batch_invariance(llm, max_batch=max_batch, progress=progress)
             origin = "invariance check"
     for b in range(2, max_batch + 1):
         allowed[b] = invariance.allows(b)
@@ -95,3 +104,33 @@ def build_plan(llm: Llama, *, exact: bool, max_batch: int, can_roll_back: bool,
         warnings.warn(no_exact_size_warning(llm, invariance), RuntimeWarning, stacklevel=4)
     # The check timed every batch size it decoded: a free first cost curve.
     return VerifyPlan(allowed, invariance.relative_costs(), True, origin), invariance
+
+
+def stepwise_plan(llm: Llama, *, max_batch: int, can_roll_back: bool, use_cache: bool = True
+                  ) -> tuple[VerifyPlan, InvarianceReport | None, Any]:
+    """Exact mode's plan without waiting for the whole check: (the plan, its report,
+    the ``Certification`` still under way or None when nothing is left). The plan
+    allows the sizes certified so far (stored by earlier slices, engines or
+    processes; none on a fresh cache) and is priced by the stored cost curve if the
+    entry is complete and has one, else by the check's own timings (the one-shot
+    line, corrected online). The caller runs ``certification.run_slice()`` before
+    generations and widens ``plan.allowed`` in place as sizes are certified."""
+    from ngramspec.calibration.certify import Certification
+
+    allowed = np.zeros(max_batch + 1, dtype=bool)
+    allowed[1] = True
+    if max_batch < 2 or not can_roll_back:
+        return VerifyPlan(allowed, {}, True, "plain"), None, None
+    certification = Certification(llm, max_batch, use_cache=use_cache)
+    report = certification.report
+    curve = certification.stored_curve()
+    if curve is not None:
+        report.cost_curve = curve
+    for b in range(2, max_batch + 1):
+        allowed[b] = report.allows(b)
+    if certification.complete:
+        if not allowed[2:].any():
+            warnings.warn(no_exact_size_warning(llm, report), RuntimeWarning, stacklevel=4)
+        return VerifyPlan(allowed, report.relative_costs(), True, "invariance check (cached per model and build)"), \
+            report, None
+    return VerifyPlan(allowed, report.relative_costs(), True, STEPWISE_ORIGIN), report, certification

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ngramspec.calibration.invariance import InvarianceReport
-from ngramspec.calibration.verify_plan import VerifyPlan
+from ngramspec.calibration.verify_plan import STEPWISE_ORIGIN, VerifyPlan
 from ngramspec.drafting.policy import CostAwarePolicy
 from ngramspec.drafting.policy_protocol import Policy
 from ngramspec.engine.stats import GenerationStats
@@ -49,6 +49,9 @@ def describe_cost(stats: GenerationStats, plan: VerifyPlan, policy: Policy, *, m
         reason = "this model's cache cannot be rolled back (recurrent or hybrid): plain decoding"
     elif max_draft <= 0:
         reason = "max_draft is 0 (or the context's batch limit is 1)"
+    elif not np.asarray(plan.allowed)[2:].any() and plan.origin == STEPWISE_ORIGIN:
+        reason = ("exact mode has certified no verify batch size yet: it certifies a few at the start of each "
+                  "generation (calibration/certify.py); warmup=True or engine.prepare() certifies them all now")
     elif not np.asarray(plan.allowed)[2:].any():
         reason = ("no verify batch size above 1 is bit-exact on this model and build (exact=False speculates anyway)"
                   if plan.exact else "no verify batch size above 1 is allowed")

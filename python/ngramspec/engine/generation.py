@@ -233,7 +233,11 @@ class GenerationStream:
         self._generation = engine.begin_generation()
         stats = GenerationStats(prompt_tokens=len(self.prompt_tokens))
         t_start = time.perf_counter()
-        plan, policy = engine.plan_and_policy(self.exact)  # may measure (clears the cache once)
+        # May measure, clearing the cache: a slice of exact mode's check while sizes are left (certify.py).
+        plan, policy = engine.plan_and_policy(self.exact, self.prompt_tokens)
+        stats.time_plan_s = time.perf_counter() - t_start
+        if plan.exact:
+            stats.certified_sizes = [int(b) for b in np.flatnonzero(plan.allowed) if b > 1]
         drafter = self._drafter(plan, policy)
         batch, n_ctx = engine.verify_batch, _llama.usable_n_ctx(llm)
         decoder = _llama.Decoder(llm)

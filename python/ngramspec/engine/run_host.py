@@ -9,7 +9,7 @@ imports no engine class).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ngramspec import _llama
@@ -62,8 +62,9 @@ class RunHost(Protocol):
     def owns(self, generation: int) -> bool:
         """Whether ``generation`` is still the one that owns the Llama's state."""
 
-    def plan_and_policy(self, exact: bool) -> tuple[VerifyPlan, Policy]:
-        """The verify plan and policy of this verify mode, built on first use."""
+    def plan_and_policy(self, exact: bool, prompt: Sequence[int] | None = None) -> tuple[VerifyPlan, Policy]:
+        """The verify plan and policy of this verify mode, built on first use; with
+        ``prompt`` (a generation's), exact mode may first certify more batch sizes."""
 
     def proposers_for(self, prediction_tokens: list[int] | None) -> list[Proposer]:
         """This generation's proposers (a prediction adds its own)."""

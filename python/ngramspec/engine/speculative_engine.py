@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from ngramspec import _llama
 from ngramspec.calibration.audit import AuditResult, AuditRule, describe_mismatch, features_note
+from ngramspec.calibration.certify import REUSE_KEEPS, Certification
 from ngramspec.calibration.invariance import InvarianceReport
-from ngramspec.calibration.verify_plan import VerifyPlan, build_plan
+from ngramspec.calibration.progress import style_of
+from ngramspec.calibration.verify_plan import VerifyPlan, build_plan, no_exact_size_warning, stepwise_plan
 from ngramspec.drafting.cost_gate import CostlyGate
 from ngramspec.drafting.policy import CostAwarePolicy, EagerPolicy
 from ngramspec.drafting.policy_protocol import Policy
@@ -68,8 +70,11 @@ class SpeculativeEngine:
         own cost model (it is not calibrated).
 
     The verify plan (allowed sizes and cost curve) is built on first use per
-    exactness, or up front with ``prepare()``; see ``verify_plan.build_plan`` for
-    its side effects (measuring clears the Llama's KV cache once).
+    exactness. In exact mode it starts with the sizes certified so far and each
+    generation first spends a few seconds certifying more, smallest sizes first,
+    until all are (``certify()``, ``calibration/certify.py``); ``prepare()`` (or the
+    ``warmup`` option) does the whole check and the cost curve up front. Measuring
+    clears the Llama's KV cache (``verify_plan.build_plan``).
     """
 
     def __init__(self, llm: Llama, options: EngineOptions | None = None, **changes: Any) -> None:
@@ -87,6 +92,11 @@ class SpeculativeEngine:
         self.batch_limit = _llama.batch_limit(llm)
         self.max_draft = int(min(max_draft, self.batch_limit - 1))
         self.invariance = invariance
+        self._given_report = invariance is not None
+        # How a check that keeps a caller waiting shows itself (calibration/progress.py).
+        self.progress = style_of(opts.progress)
+        # Exact mode's invariance check while sizes are left to certify (certify.py).
+        self._certification: Certification | None = None
         self.proposers: list[Proposer] = []
         if opts.ngram:
             self.proposers.append(NGramProposer(min_order=opts.min_order, max_order=opts.max_order,
@@ -126,6 +136,8 @@ class SpeculativeEngine:
         self._is_eog: dict[int, bool] = {}
         self._generations = itertools.count(1)
         self._current = 0   # the generation that owns the Llama's state
+        if opts.warmup:     # the whole check and the cost curve now, not in the first generations
+            self.prepare()
 
     # -- the policy of the default exactness --------------------------------
     @property
@@ -140,37 +152,104 @@ class SpeculativeEngine:
         return self.plan_and_policy(self.exact if exact is None else exact)[0]
 
     def prepare(self, exact: bool | None = None) -> VerifyPlan:
-        """Builds the verify plan now rather than in the first generation."""
-        return self.plan(exact)
+        """Builds the verify plan now, with everything it measures (exact mode: the
+        whole invariance check, the sizes a stepwise check left; both modes: the cost
+        curve), rather than a slice at a time in the first generations. A progress
+        line shows once it has taken 2 s (``progress``)."""
+        exact = self.exact if exact is None else exact
+        if exact in self._plans and not (exact and self._certification is not None):
+            return self._plans[exact][0]
+        with self.lock:
+            return self._build(exact, stepwise=False)[0]
 
-    def plan_and_policy(self, exact: bool) -> tuple[VerifyPlan, Policy]:
+    def plan_and_policy(self, exact: bool, prompt: Sequence[int] | None = None) -> tuple[VerifyPlan, Policy]:
         """The verify plan and the policy of this verify mode, built on first use
-        (``verify_plan.build_plan`` says what building one may do to the Llama)."""
+        (``verify_plan`` says what building one may do to the Llama). In exact mode,
+        while sizes are left to certify, a generation's call (``prompt``: its prompt
+        tokens) first runs a slice of the check (``certify``), unless the prompt
+        would reuse more than ``certify.REUSE_KEEPS`` cached tokens."""
         cached = self._plans.get(exact)
-        if cached is not None:
+        if cached is not None and (prompt is None or not exact or self._certification is None):
             return cached
         with self.lock:
+            if exact not in self._plans:
+                self._build(exact, stepwise=True)
+            if exact and prompt is not None and self._certification is not None \
+                    and _llama.cached_prefix(self.llm, prompt) <= REUSE_KEEPS:
+                self.certify()
+            return self._plans[exact]
+
+    def certify(self, budget_s: float | None = None) -> list[int]:
+        """Runs a slice of exact mode's invariance check now, as a generation does
+        before its prefill while sizes are left (about ``certify.SLICE_BUDGET_S``
+        seconds, smallest sizes first; ``budget_s`` to change it), and lets the exact
+        plan use the sizes it certified; returns them. Clears the Llama's KV cache.
+        Returns [] when nothing is left (every size decided, or a given report)."""
+        with self.lock:
+            if True not in self._plans:
+                self._build(True, stepwise=True)
+            certification = self._certification
+            if certification is None:
+                return []
+            new = certification.run_slice(budget_s, style=self.progress)
+            if certification.complete:
+                self._certification = None
+            if new or certification.complete:
+                self._widen(certification)
+            return new
+
+    def _build(self, exact: bool, *, stepwise: bool) -> tuple[VerifyPlan, Policy]:
+        """Builds (or, from ``prepare``, rebuilds) the plan and policy of ``exact``."""
+        certification = None
+        if exact and stepwise and not self._given_report:
+            plan, report, certification = stepwise_plan(self.llm, max_batch=self.max_draft + 1,
+                                                        can_roll_back=self._rollback_ok,
+                                                        use_cache=self.invariance_cache)
+        else:
             plan, report = build_plan(self.llm, exact=exact, max_batch=self.max_draft + 1,
                                       can_roll_back=self._rollback_ok,
-                                      invariance=self.invariance if exact else None,
-                                      use_cache=self.invariance_cache)
-            if exact:
-                self.invariance = report
-                if report is not None:
-                    self.audit_rule.certified_depth = report.certified_depth
-            adaptive = self._adaptive
-            policy: Policy
-            if isinstance(adaptive, CostAwarePolicy):
-                policy = adaptive      # the user's policy keeps its own cost model
-            elif adaptive:
-                policy = CostAwarePolicy(self.max_draft + 1)
-                costs = {b: c for b, c in plan.relative_costs.items() if b <= self.max_draft + 1}
-                if costs:
-                    policy.calibrate(costs, shape=not exact, origin=curve_origin(plan, report))
-            else:
-                policy = EagerPolicy()
-            self._plans[exact] = (plan, policy)
-            return plan, policy
+                                      invariance=self.invariance if exact and self._given_report else None,
+                                      use_cache=self.invariance_cache, progress=self.progress)
+        if exact:
+            self.invariance = report
+            self._certification = certification
+            if report is not None:
+                self.audit_rule.certified_depth = report.certified_depth
+        adaptive = self._adaptive
+        policy: Policy
+        if isinstance(adaptive, CostAwarePolicy):
+            policy = adaptive      # the user's policy keeps its own cost model
+        elif adaptive:
+            policy = CostAwarePolicy(self.max_draft + 1)
+            self._calibrate(policy, plan, report, exact)
+        else:
+            policy = EagerPolicy()
+        self._plans[exact] = (plan, policy)
+        return plan, policy
+
+    def _calibrate(self, policy: CostAwarePolicy, plan: VerifyPlan, report: InvarianceReport | None,
+                   exact: bool) -> None:
+        costs = {b: c for b, c in plan.relative_costs.items() if b <= self.max_draft + 1}
+        if costs:
+            policy.calibrate(costs, shape=not exact, origin=curve_origin(plan, report))
+
+    def _widen(self, certification: Certification) -> None:
+        """The stepwise check certified more sizes (or ended): the exact plan allows
+        them (its ``allowed`` array is changed in place, so every later generation
+        sees them), and the engine's policy is priced again with the check's timings."""
+        plan, policy = self._plans[True]
+        report = certification.report
+        allowed = plan.allowed
+        for b in range(2, len(allowed)):
+            allowed[b] = report.allows(b)
+        origin = plan.origin if self._certification is not None else "invariance check (cached per model and build)"
+        plan = VerifyPlan(allowed, report.relative_costs(), True, origin)
+        if isinstance(policy, CostAwarePolicy) and policy is not self._adaptive:
+            self._calibrate(policy, plan, report, True)
+        self._plans[True] = (plan, policy)
+        self.audit_rule.certified_depth = report.certified_depth
+        if self._certification is None and not allowed[2:].any():
+            warnings.warn(no_exact_size_warning(self.llm, report), RuntimeWarning, stacklevel=4)
 
     # -- generation ------------------------------------------------------
     def generate(self, prompt: str | Sequence[int], max_tokens: int | None = 16,

@@ -43,6 +43,11 @@ class GenerationStats:
     audited_passes: int = 0
     withdrawn_sizes: list[int] = field(default_factory=list)
     time_audit_s: float = 0.0
+    # Exact mode: the batch sizes above 1 certified bit-exact when this generation
+    # started, the only ones it may verify with (calibration/certify.py), and the
+    # time it spent before its prefill building the plan and certifying more.
+    certified_sizes: list[int] = field(default_factory=list)
+    time_plan_s: float = 0.0
     time_prefill_s: float = 0.0
     time_decode_s: float = 0.0       # inside llama_decode after prefill
     # In the Drafter: begin, draft (every proposer's proposal, a draft model's decoding
@@ -67,7 +72,7 @@ class GenerationStats:
     @property
     def time_other_s(self) -> float:
         return max(0.0, self.time_total_s - self.time_prefill_s - self.time_decode_s - self.time_predictor_s
-                   - self.time_audit_s)
+                   - self.time_audit_s - self.time_plan_s)
 
     @property
     def overhead_per_step_ms(self) -> float:

@@ -58,10 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(ours, style="underscore")   # the engine's options (ngramspec.EngineOptions)
     ours.add_argument("--max_queue", dest="max_queue", type=int, default=DEFAULT_MAX_QUEUE,
                       help=f"completion requests running or waiting; more get 503 (default: {DEFAULT_MAX_QUEUE})")
-    ours.add_argument("--warmup", dest="warmup", type=parse_bool, default=True,
-                      help="before listening, build the engine's verify plan and decode a first token, so the "
-                           "engine's first-use measurements (batch invariance, cost curve; cached on disk) are "
-                           "not paid by the first request (default: true)")
     ours.add_argument("--memory", dest="memory", default=None, metavar="FILE",
                       help="a Memory of earlier requests shared by every request of this server: loaded from FILE "
                            "if it exists, saved there when the server stops (SIGINT or SIGTERM) (docs/memory.md)")
@@ -114,7 +110,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[Any, Any, ServeOptions
     if args.memory is not None:
         _check_memory_file(args.memory)
     options = ServeOptions(engine=engine, max_queue=args.max_queue,
-                           warmup=args.warmup, memory=args.memory, strict_model_names=args.strict_model_names,
+                           warmup=engine.warmup, memory=args.memory, strict_model_names=args.strict_model_names,
                            rpc=rpc)
     return server_settings, model_settings, options, [given]
 

@@ -55,7 +55,7 @@ def short_model_id(given: str) -> str:
 
 def build_wrapper(llm: Llama, options: ServeOptions, memory: Any = None) -> Any:
     """The server's one wrapper (one engine, holding the ``--memory`` if given, or
-    ``memory``: the one the previous wrapper held), warmed up unless ``--warmup false``."""
+    ``memory``: the one the previous wrapper held), warmed up with ``--warmup true``."""
     path = options.memory
     if memory is None and path is not None:
         # One memory for every request of this server: sharing across its users is
@@ -66,15 +66,18 @@ def build_wrapper(llm: Llama, options: ServeOptions, memory: Any = None) -> Any:
     # The engine binds the memory to llm's tokenizer as it is built, before anything is
     # measured: a memory of another tokenizer fails startup here (TokenizerMismatchError,
     # one line from main).
-    wrapper = wrap(llm, options.engine, memory=memory)
+    # The engine's checks say how far they are in log records (over 2 s), as the server's other lines;
+    # with --warmup true the whole invariance check and cost curve run here, before listening.
+    wrapper = wrap(llm, options.engine.replace(progress="log"), memory=memory)
     if options.warmup:
         _warm_up(wrapper)
     return wrapper
 
 
 def _warm_up(wrapper: Any) -> None:
-    """Before the server listens: the engine's first-use work (the verify plan: the
-    batch-invariance check and cost curve, unless cached on disk) and a first decode
+    """Before the server listens (``--warmup true``): the engine's first-use work (the
+    verify plan: the whole batch-invariance check and cost curve, unless cached on
+    disk; the engine did it as it was made) and a first decode
     on the Llama itself ("Hello", evaluated: the model's weights paged in), so that
     neither is paid by the first request; then the context is cleared, so the first
     request starts cold, as on a fresh Llama. Nothing is generated through the

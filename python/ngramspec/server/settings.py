@@ -16,7 +16,7 @@ class ServeOptions:
 
     engine: EngineOptions = field(default_factory=EngineOptions)   # the engine's (--exact, --max_draft...)
     max_queue: int = DEFAULT_MAX_QUEUE  # completion requests running or waiting; the next gets 503
-    warmup: bool = True                # before listening: the engine's first-use work, a first decode
+    warmup: bool = False               # before listening: the engine's whole check (engine.warmup), a first decode
     memory: str | None = None          # `--memory FILE`: loaded at start if it exists, saved when the server stops
     strict_model_names: bool = False   # True: a request naming another model gets 404 (default: any name is this model)
     rpc: str | None = None             # `--rpc HOST:PORT,...`: the model's layers on these RPC workers

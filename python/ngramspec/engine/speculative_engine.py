@@ -154,8 +154,8 @@ class SpeculativeEngine:
     def prepare(self, exact: bool | None = None) -> VerifyPlan:
         """Builds the verify plan now, with everything it measures (exact mode: the
         whole invariance check, the sizes a stepwise check left; both modes: the cost
-        curve), rather than a slice at a time in the first generations. A progress
-        line shows once it has taken 2 s (``progress``)."""
+        curve), rather than a slice at a time in the first generations, with a
+        progress line (``progress``)."""
         exact = self.exact if exact is None else exact
         if exact in self._plans and not (exact and self._certification is not None):
             return self._plans[exact][0]

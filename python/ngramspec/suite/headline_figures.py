@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ngramspec.suite.cells import ratio
+from ngramspec.suite.headline import SERVER_PREFIX
+from ngramspec.suite.headline import median_or_nan as _median
 from ngramspec.suite.long_sources import LONG_WORKLOADS
+from ngramspec.suite.summary import geomean
 
 # The three columns: (label, build, the suite's method on that build). The llama-server
 # column is the best of that build's llama-server n-gram modes on each workload.
 EXACT, FAST, SERVER = "exact mode", "fast mode", "llama-server best n-gram mode"
-SERVER_MODE_PREFIX = "llama-server ngram-"
 COLUMNS = ((EXACT, "exact-build", "ngramspec"), (FAST, "stock", "ngramspec fast"),
-           (SERVER, "stock", SERVER_MODE_PREFIX))
+           (SERVER, "stock", SERVER_PREFIX))
 # llama-server's modes that keep a pool of every request's tokens across requests: run
 # against a server that was not restarted between rounds, their later rounds draft from
 # the earlier rounds' answers, so only round one counts (``first_round``).
@@ -63,10 +64,6 @@ def _name(report: dict[str, Any], build: str, method: str) -> str:
     """The report's name for ``method`` run on ``build``: bare on the build the suite ran
     in, prefixed with the build's label ("exact-build ngramspec") on the other build."""
     return method if report["build"] == build else f"{build} {method}"
-
-
-def _median(values: Sequence[float]) -> float:
-    return statistics.median(values) if values else math.nan
 
 
 def report_figures(report: dict[str, Any], first_round: bool = False) -> dict[str, dict[str, Cell]]:
@@ -132,11 +129,6 @@ def collect(paths: Iterable[str | Path], first_round: Iterable[str | Path] = ())
     return list(models.values())
 
 
-def geometric_mean(values: Sequence[float]) -> float:
-    values = [v for v in values if not math.isnan(v)]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
-
-
 def _cell(c: Cell | None) -> str:
     if c is None:
         return "-"
@@ -175,6 +167,6 @@ def markdown_table(models: Sequence[ModelFigures], short_name: dict[str, str] | 
             cells.append("")
             for label, _, _ in COLUMNS:
                 xs = [f.cells[w][label].speedup for w in group if w in f.cells and label in f.cells[w]]
-                cells.append(f"**{ratio(geometric_mean(xs))}**" if xs else "-")
+                cells.append(f"**{ratio(geomean(xs))}**" if xs else "-")
         rows.append("| " + " | ".join(cells) + " |")
     return rows

@@ -287,6 +287,25 @@ def test_recalibrate_that_fails_drops_the_stored_curve(llm, invariance_cache_dir
 
 # -- the engine ------------------------------------------------------------------
 
+def test_prepare_measures_the_cost_curve_when_the_first_slice_finished_the_check(
+        smollm2_path, invariance_cache_dir, monkeypatch):
+    # On a fast machine the first generation's slice decides every size, so no
+    # certification is left when prepare() runs: it must still price the sizes with a
+    # measured (or prior) curve, as its docstring says, not keep the check's timings.
+    monkeypatch.setattr(certify, "SLICE_BUDGET_S", 1e6)
+    model = llama_cpp.Llama(smollm2_path, n_ctx=256, seed=0, verbose=False)
+    try:
+        eng = SpeculativeEngine(model, max_draft=4)
+        eng.generate(PROMPTS["repetitive"], max_tokens=4)
+        assert eng._certification is None                 # the whole check ran in one slice
+        assert eng.invariance is not None and eng.invariance.cost_curve is None
+        eng.prepare()
+        assert eng.invariance is not None and eng.invariance.cost_curve is not None
+        assert eng.invariance.cost_curve.origin in ("measured", "prior")
+    finally:
+        model.close()
+
+
 def test_engine_uses_the_cache_unless_told_not_to(smollm2_path, invariance_cache_dir, monkeypatch):
     model = llama_cpp.Llama(smollm2_path, n_ctx=256, seed=0, verbose=False)
     try:

@@ -157,10 +157,22 @@ class SpeculativeEngine:
         curve), rather than a slice at a time in the first generations, with a
         progress line (``progress``)."""
         exact = self.exact if exact is None else exact
-        if exact in self._plans and not (exact and self._certification is not None):
+        if exact in self._plans and not self._prepare_left(exact):
             return self._plans[exact][0]
         with self.lock:
             return self._build(exact, stepwise=False)[0]
+
+    def _prepare_left(self, exact: bool) -> bool:
+        """Whether ``prepare`` has work left on the built plan of ``exact``: sizes to
+        certify, or (once a stepwise check has ended, which on a fast machine is the
+        first generation's slice) the cost curve the check's own timings stand in for."""
+        if not exact or self._given_report or self.invariance is None:
+            return False
+        if self._certification is not None:
+            return True
+        # Only the cached path measures a curve (build_plan without the cache
+        # would run the whole check again and attach none).
+        return bool(self.invariance_cache) and self.invariance.cost_curve is None
 
     def plan_and_policy(self, exact: bool, prompt: Sequence[int] | None = None) -> tuple[VerifyPlan, Policy]:
         """The verify plan and the policy of this verify mode, built on first use

@@ -216,6 +216,14 @@ def test_kernel_cpu_time(smollm2_path, monkeypatch, capsys):
     assert all(ms > 0 for ms in result["cpu_ms"].values())
 
 
+def test_repeat_penalty_cost(smollm2_path, monkeypatch, capsys):
+    run_main("repeat_penalty_cost", ["--rounds", "1", "--prompts", "code", "--max-tokens", "8"], monkeypatch)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 1.")]
+    assert [r.split(" | ")[:2] for r in rows] == [["| 1.0", "code"], ["| 1.0", "all"], ["| 1.1", "code"],
+                                                   ["| 1.1", "all"]]
+    assert all(r.endswith("| yes |") for r in rows if "| code |" in r)     # exact mode: plain's text
+
+
 def test_max_draft(smollm2_path, tmp_path, monkeypatch):
     report = tmp_path / "max_draft.md"
     run_main("max_draft", ["--model", MODEL, "--caps", "2", "--rounds", "1", "--max-tokens", "8",

@@ -58,6 +58,17 @@ def test_greedy_chat_with_penalties_is_plains(llm, spec):
     assert out["choices"] == ref["choices"] and out["speculative"]["used"] is True
 
 
+def test_repeat_penalty_0_under_a_grammar_is_plains(llm, spec):
+    # repeat_penalty 0 (the server's lower bound) divides a seen token's positive logit
+    # by 0: +inf, a score the grammar may allow, which plain's greedy sampler takes.
+    # The grammar check took any non-finite score for a refusal (a RuntimeError, a 500).
+    chat = [{"role": "user", "content": "Give a JSON object."}]
+    ref, out = _both(llm, spec, "create_chat_completion", chat, max_tokens=16, temperature=0, repeat_penalty=0.0,
+                     response_format={"type": "json_object", "schema": {}})
+    assert out["choices"] == ref["choices"]
+    assert out["choices"][0]["message"]["content"].startswith("{")
+
+
 def _min_tokens(llm, n):
     return llama_cpp.LogitsProcessorList([llama_cpp.MinTokensLogitsProcessor(n, llm.token_eos())])
 

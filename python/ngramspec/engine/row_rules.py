@@ -131,13 +131,16 @@ class RowRules:
         if state.grammar is None:
             return best
         self.grammar_rows += 1
-        if np.isfinite(x[best]) and np.isfinite(self._one.apply(state.grammar, x[best:best + 1],
-                                                               np.array([best], dtype=np.int32))[0]):
+        # A refused token is -inf; +inf is a real score (repeat_penalty 0 divides a seen
+        # token's positive logit by 0, as llama.cpp's penalties sampler does), and plain's
+        # greedy sampler takes the first such token the grammar allows.
+        if x[best] > -np.inf and self._one.apply(state.grammar, x[best:best + 1],
+                                                  np.array([best], dtype=np.int32))[0] > -np.inf:
             return best
         self.full_grammar_rows += 1
         masked = self._vocab.apply(state.grammar, x)
         best = int(np.argmax(masked))
-        if not np.isfinite(masked[best]):
+        if not masked[best] > -np.inf:
             raise RuntimeError("the grammar allows no token here (every candidate was refused)")
         return best
 
@@ -158,7 +161,7 @@ class RowRules:
             self.grammar_rows += 1
             self.full_grammar_rows += 1
             x = self._vocab.apply(state.grammar, x)
-            if not np.isfinite(x).any():
+            if not (x > -np.inf).any():
                 raise RuntimeError("the grammar allows no token here (every candidate was refused)")
         return x
 

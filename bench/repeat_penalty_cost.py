@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any, cast
 
 import llama_cpp
 
@@ -38,8 +39,8 @@ def main() -> None:
                 for method, model in (("plain", llm), ("ngramspec", spec)):
                     llm.reset()
                     start = time.perf_counter()
-                    out = model.create_completion(PROMPTS[name], max_tokens=opts.max_tokens, temperature=0,
-                                                  repeat_penalty=penalty)
+                    out: dict[str, Any] = cast(dict, model.create_completion(
+                        PROMPTS[name], max_tokens=opts.max_tokens, temperature=0, repeat_penalty=penalty))
                     runs.setdefault((penalty, name, method), []).append(
                         {"s": time.perf_counter() - start, "text": out["choices"][0]["text"],
                          "stats": out.get("speculative")})

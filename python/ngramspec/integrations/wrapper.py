@@ -11,8 +11,10 @@ model's own distribution under the same parameters, reproducible by seed, but
 not the same random draws as llama-cpp-python's sampler.
 
 A ``SpeculativeLlama`` is a ``llama_cpp.Llama`` (a subclass, so ``isinstance`` checks
-and code that takes a ``Llama``, such as LangChain's ``LlamaCpp(client=...)``, accept
-it) built without ``Llama.__init__``: it loads nothing and owns nothing of the model.
+and code that takes a ``Llama``, such as ``outlines.from_llamacpp``, accept it; a
+library that loads its own, as LangChain's and llama-index's do, takes the wrapper in
+place of that one: docs/usage.md) built without ``Llama.__init__``: it loads nothing
+and owns nothing of the model.
 Every other method of ``Llama`` runs on the wrapped instance's state: reads of any
 attribute it lacks go to the wrapped ``Llama``, and setting one the ``Llama`` has sets
 it there (``set_cache``, ``reset``, ``chat_format``...), so both see one model, context,

@@ -10,7 +10,7 @@ PYTHON=${PYTHON:-python3}
 VPY=.venv/bin/python
 
 "$VPY" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
-# instructor, whose pins pip cannot resolve with openai's (requirements-nodeps.txt says why).
+# instructor and llama-index-llms-llama-cpp without their dependencies (requirements-nodeps.txt says why).
 "$VPY" -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
 "$VPY" scripts/install_llama_cpp.py
 "$VPY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .

@@ -217,7 +217,8 @@ def test_kernel_cpu_time(smollm2_path, monkeypatch, capsys):
 
 
 def test_repeat_penalty_cost(smollm2_path, monkeypatch, capsys):
-    run_main("repeat_penalty_cost", ["--rounds", "1", "--prompts", "code", "--max-tokens", "8"], monkeypatch)
+    run_main("repeat_penalty_cost", ["--rounds", "1", "--prompts", "code", "--max-tokens", "8", "--no-warmup"],
+             monkeypatch)
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 1.")]
     assert [r.split(" | ")[:2] for r in rows] == [["| 1.0", "code"], ["| 1.0", "all"], ["| 1.1", "code"],
                                                    ["| 1.1", "all"]]

@@ -144,12 +144,19 @@ def main() -> int:
         "figures": per,
         "runs": [{k: v for k, v in r.__dict__.items() if k not in ("output_ids",)} for r in runs],
     })
-    out = Path(args.out)
-    slug = report.slug(args.model)
-    (out / f"draft-model-{slug}.json").write_text(json.dumps(data, indent=1, allow_nan=False))
-    (out / f"draft-model-{slug}.md").write_text(render(data))
-    print(f"wrote {out / f'draft-model-{slug}.json'} in {end['wall_s']:.0f} s")
+    path = write_report(Path(args.out), report.slug(args.model), data)
+    print(f"wrote {path} in {end['wall_s']:.0f} s")
     return 0
+
+
+def write_report(out: Path, slug: str, data: dict[str, Any]) -> Path:
+    """Writes draft-model-<slug>.json and .md into ``out``, made if missing (a run's
+    minutes are not lost to a folder that is not there); returns the JSON's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"draft-model-{slug}.json"
+    path.write_text(json.dumps(data, indent=1, allow_nan=False))
+    (out / f"draft-model-{slug}.md").write_text(render(data))
+    return path
 
 
 # ---------------------------------------------------------------------------

@@ -89,6 +89,13 @@ def test_draft_model_run_renders_its_reports_again(tmp_path, monkeypatch):
         assert (tmp_path / f"{stem}.md").read_text() == (RESULTS / f"{stem}.md").read_text()
 
 
+def test_draft_model_run_writes_into_a_folder_it_makes(tmp_path):
+    data = json.loads((RESULTS / "draft-model-qwen2.5-coder-1.5b.json").read_text())
+    path = script("draft_model_run").write_report(tmp_path / "new" / "folder", "qwen2.5-coder-1.5b", data)
+    assert json.loads(path.read_text()) == data
+    assert path.with_suffix(".md").read_text() == (RESULTS / "draft-model-qwen2.5-coder-1.5b.md").read_text()
+
+
 def test_rpc_speed_renders_its_reports_again():
     # The reports' machine lines were completed by hand after the runs; the rest is the script's.
     markdown = script("rpc_speed").markdown

@@ -63,6 +63,18 @@ def test_demo_streams_the_edit_then_speed_up_identity_and_tokens_per_pass(llm):
     assert "Traceback" not in p.stderr
 
 
+def test_compare_certifies_every_size_first_on_a_fresh_cache(smollm2_path, invariance_cache_dir):
+    # The main job (README's first command) is --compare: on a new model or setting its
+    # first run decoded plainly or with sizes 2-4 while the rest were left to certify,
+    # and printed about 1.0x; now every size is certified before the timed run.
+    p = run("generate", PROMPTS["json"], "--model", smollm2_path, "--max-tokens", "32", "--compare")
+    assert p.returncode == 0, p.stderr
+    speed_up, identical, per_pass = _stderr_tail(p.stderr)
+    assert "had certified" not in speed_up and "certifying verify sizes first" not in per_pass, p.stderr
+    assert identical == "identical text: yes"
+    assert len(list(invariance_cache_dir.glob("*.json"))) == 1       # the whole check, stored
+
+
 @pytest.mark.model
 def test_demo_on_the_default_model_answers_sensibly():
     """README's first command, as it runs after set-up: the default model (not the

@@ -60,7 +60,9 @@ def _add_generate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     g.add_argument("--prediction", default=None, metavar="FILE|-",
                    help="the expected output (e.g. the file being edited), read from FILE or stdin (-): "
                         "drafts from it; greedy output stays exactly what it is without it")
-    g.add_argument("--compare", action="store_true", help="also run plain llama-cpp-python and compare")
+    g.add_argument("--compare", action="store_true",
+                   help="also run plain llama-cpp-python and compare (certifies every verify size first "
+                        "unless --warmup false)")
     add_rpc_option(g)
 
 

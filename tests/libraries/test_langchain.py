@@ -22,7 +22,6 @@ from tests.support.libraries import (
     MESSAGES,
     Fruits,
     assert_speculated,
-    wrap,
     wrapped_in,
 )
 
@@ -62,16 +61,11 @@ def test_chat_invoke_speculates_with_plains_text(chat, invariance):
     chat.client.reset()
     plain = chat.invoke(CHAT)
     assert JSON_TEXT in plain.content   # the copy that drafting pays on
-    own = chat.client
-    chat.client = wrap(chat.client, invariance)   # the supported way (docs/usage.md)
-    try:
-        own.reset()
+    with wrapped_in(chat, "client", invariance) as wrapped:   # the supported way (docs/usage.md)
         spec = chat.invoke(CHAT)
         assert spec.content == plain.content
         assert spec.response_metadata == plain.response_metadata
-        assert_speculated(chat.client.last_speculative)
-    finally:
-        chat.client = own
+        assert_speculated(wrapped.last_speculative)
 
 
 def test_chat_stream_speculates_with_plains_text(chat, invariance):

@@ -14,7 +14,7 @@ import pytest
 from llama_index.core.llms import ChatMessage
 from llama_index.llms.llama_cpp import LlamaCPP
 
-from tests.support.libraries import COPY_JSON, LLAMA_SETTINGS, assert_speculated, wrap, wrapped_in
+from tests.support.libraries import COPY_JSON, LLAMA_SETTINGS, assert_speculated, wrapped_in
 
 
 @pytest.fixture(scope="module")
@@ -35,17 +35,12 @@ def test_llamacpp_loads_its_own_llama(li):
 def test_complete_speculates_with_plains_text(li, invariance):
     li._model.reset()
     plain = li.complete(COPY_JSON)
-    own = li._model
-    li._model = wrap(li._model, invariance)   # the supported way (docs/usage.md)
-    try:
-        own.reset()
+    with wrapped_in(li, "_model", invariance):   # the supported way (docs/usage.md)
         spec = li.complete(COPY_JSON)
         assert spec.text == plain.text and '"elderberry"' in plain.text
         assert spec.raw["choices"] == plain.raw["choices"] and spec.raw["usage"] == plain.raw["usage"]
         assert_speculated(spec.raw["speculative"])
         assert li.metadata.context_window == LLAMA_SETTINGS["n_ctx"]   # read through the wrapper
-    finally:
-        li._model = own
 
 
 def test_chat_and_stream_complete_speculate_with_plains_text(li, invariance):

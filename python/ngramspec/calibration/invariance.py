@@ -229,8 +229,8 @@ class InvarianceReport:
         where = (f"at depths {', '.join(map(str, self.depths))} ({self.probes} probe texts each)"
                  if self.depths else "(depths not recorded)")
         took = f", in {self.check_seconds:.1f} s" if np.isfinite(self.check_seconds) else ""
-        exact = f"sizes {_ranges(sizes)} bit-exact" if above else "no size above 1 bit-exact"
-        withdrawn = f"; withdrawn by the audit: {_ranges(sorted(self.withdrawn))}" if self.withdrawn else ""
+        exact = f"sizes {size_ranges(sizes)} bit-exact" if above else "no size above 1 bit-exact"
+        withdrawn = f"; withdrawn by the audit: {size_ranges(sorted(self.withdrawn))}" if self.withdrawn else ""
         return f"{exact} {where}{took}{withdrawn}"
 
     def __str__(self) -> str:
@@ -247,11 +247,6 @@ class InvarianceReport:
 
 def size_ranges(sizes: Sequence[int]) -> str:
     """[1, 2, 3, 5, 7, 8] -> '1-3, 5, 7-8' (what the report's summary writes)."""
-    return _ranges(sizes)
-
-
-def _ranges(sizes: Sequence[int]) -> str:
-    """[1, 2, 3, 5, 7, 8] -> '1-3, 5, 7-8'."""
     out: list[str] = []
     for b in sorted(sizes):
         if out and b == int(out[-1].split("-")[-1]) + 1:

@@ -119,9 +119,10 @@ class RowRules:
 
     def _greedy(self, row: np.ndarray, state: SamplerState, position: int) -> int:
         x = row
-        if self.bias or self._banned_eos(position) or self._penalized:
+        banned = self._banned_eos(position)
+        if self.bias or banned or self._penalized:
             x = np.array(row, dtype=np.float32)
-            if self._banned_eos(position):
+            if banned:
                 x[self.eos] = -np.inf
             for tok, bias in self.bias.items():   # as plain's logit_bias processor: score + scores[id]
                 x[tok] = bias + x[tok]
@@ -152,10 +153,11 @@ class RowRules:
 
     def _masked(self, row: np.ndarray, state: SamplerState, position: int) -> np.ndarray:
         """A sampled row with what the grammar refuses, and a banned end-of-text, at -inf."""
-        if state.grammar is None and not self._banned_eos(position):
+        banned = self._banned_eos(position)
+        if state.grammar is None and not banned:
             return row
         x = np.array(row, dtype=np.float32)
-        if self._banned_eos(position):
+        if banned:
             x[self.eos] = -np.inf
         if state.grammar is not None:
             self.grammar_rows += 1

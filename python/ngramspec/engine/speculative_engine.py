@@ -159,7 +159,9 @@ class SpeculativeEngine:
         exact = self.exact if exact is None else exact
         if exact in self._plans and not self._prepare_left(exact):
             return self._plans[exact][0]
-        with self.lock:
+        with self.lock:   # again under the lock: another thread may have built it meanwhile
+            if exact in self._plans and not self._prepare_left(exact):
+                return self._plans[exact][0]
             return self._build(exact, stepwise=False)[0]
 
     def _prepare_left(self, exact: bool) -> bool:

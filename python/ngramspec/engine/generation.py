@@ -68,7 +68,8 @@ class GenerationStream:
     def __init__(self, engine: RunHost, prompt: str | Sequence[int], *, max_tokens: object,
                  stop: str | Sequence[str] | None, stopping_criteria: object, sampling: object,
                  exact: object, prediction: object, grammar: object = None, logit_bias: object = None,
-                 penalties: object = None, min_tokens: object = 0, logprobs: object = None) -> None:
+                 penalties: object = None, min_tokens: object = 0, logprobs: object = None,
+                 row_processors: Any = ()) -> None:
         llm = engine.llm
         if sampling is not None and not isinstance(sampling, SamplingParams):
             raise TypeError("sampling must be a SamplingParams or None")
@@ -115,7 +116,7 @@ class GenerationStream:
         # What plain's sampler chain does to each row (grammar, greedy penalties and bias,
         # min_tokens: row_rules.py), and the top logprobs of each emitted token (logprobs.py).
         self.rules = row_rules_for(llm, sampling, grammar=grammar, logit_bias=logit_bias, penalties=penalties,
-                                   min_tokens=min_tokens)
+                                   min_tokens=min_tokens, processors=row_processors, prompt=self.prompt_tokens)
         self.logprobs = TokenLogprobs(logprobs) if logprobs is not None else None
         self._gen = self._run()
 

@@ -1,11 +1,13 @@
-"""Each verified row as plain llama-cpp-python's sampler chain treats it: min_tokens,
-logit bias, penalties and a grammar.
+"""Each verified row as plain llama-cpp-python's sampler chain treats it: logits
+processors, min_tokens, logit bias, penalties and a grammar.
 
-Plain's chain for a request is [logits processors (``min_tokens``'s end-of-text ban,
-then ``logit_bias``), penalties, grammar, then greedy or the sampling steps]; its
-penalties and grammar see only the tokens it sampled. ``RowRules`` applies the same
+Plain's chain for a request is [logits processors (a user's, ``min_tokens``'s
+end-of-text ban, then ``logit_bias``), penalties, grammar, then greedy or the
+sampling steps]; its penalties and grammar see only the tokens it sampled, and it
+calls each processor once per sampled token with the tokens before it
+(``input_ids``: the prompt and the output so far). ``RowRules`` applies the same
 rules to each row of a verify pass, in that order, with llama.cpp's own penalties
-and grammar samplers (``llama_samplers.py``), so that:
+and grammar samplers (``llama_samplers.py``) and the user's own processors, so that:
 
 - greedy: the target of each row is the token plain's chain picks from it, bit for
   bit: the first index of the largest logit after the rules. A grammar masks tokens
@@ -22,10 +24,19 @@ State: the samplers' state advances only through the tokens the pass emits (each
 target is chosen under the state after the ones before it), so a rejected draft
 never reaches it. The state at the pass's first position is kept until a later
 pass starts, because exact mode's audit may choose that pass's targets again.
+
+Row processors (``processors``): callables ``(input_ids, scores) -> scores`` that
+are applied first to each row, in plain's order and with plain's input_ids: row
+``i`` of a pass is processed only once the rows before it chose the draft's tokens,
+so a stateful processor (outlines' guide) advances only by the tokens kept. After
+an audit that found a row changed (a rare event), a pass's rows are processed again
+from its start, with input_ids shorter than the last call's: a processor given here
+must answer that as it answered the first time (``integrations/row_processors.py``
+says which do).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,7 +49,10 @@ from ngramspec.sampling import SamplingParams, position_uniform, sample, target_
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-__all__ = ["RowRules", "row_rules_for"]
+__all__ = ["Processor", "RowRules", "row_rules_for"]
+
+#: A row processor: (input_ids, scores) -> scores, as llama-cpp-python calls a logits processor.
+Processor = Callable[[np.ndarray, np.ndarray], Any]
 
 
 class RowRules:
@@ -51,11 +65,17 @@ class RowRules:
         requests, or None.
     min_tokens, eos: the end-of-text token ``eos`` is banned from the first
         ``min_tokens`` generated tokens (llama-cpp-python's ``MinTokensLogitsProcessor``).
+    processors, prompt: row processors (module docstring), applied before the rest
+        with input_ids made of ``prompt`` and the tokens chosen since.
     """
 
     def __init__(self, llm: Llama, *, grammar: Any = None, logit_bias: Mapping[int, float] | None = None,
                  penalties: tuple[int, float, float, float] | None = None, min_tokens: int = 0,
-                 eos: int = -1) -> None:
+                 eos: int = -1, processors: Sequence[Processor] = (), prompt: Sequence[int] = ()) -> None:
+        self.processors = list(processors)
+        # input_ids as plain hands them to its processors: the prompt, then each chosen token.
+        self._ids = np.zeros(len(prompt) + 64, dtype=np.intc)
+        self._ids[:len(prompt)] = prompt
         self.bias = {int(t): float(b) for t, b in (logit_bias or {}).items()}
         self.min_tokens, self.eos = int(min_tokens), int(eos)
         self.has_grammar = grammar is not None
@@ -79,6 +99,7 @@ class RowRules:
         self._gen_start = position
         state = self._start_state.clone()
         token = self._choose(row, state, sampling, position, list(history))
+        self._chose(token, position)
         state.accept(token)
         self._states = {position + 1: state}
         return token
@@ -92,6 +113,10 @@ class RowRules:
             raise RuntimeError(f"no sampler state for position {start}: the passes left the rules' order")
         self._states = {start: base}
         state = base.clone()
+        if self.processors:   # input_ids before start: the output so far (the audit may choose it again)
+            self._reserve(start + len(draft) + 1)
+            done = start - len(history)
+            self._ids[done:start] = history
         hist = list(history[-sampling.penalty_last_n:]) if sampling is not None and sampling.penalizes else []
         if sampling is not None and probs is not None:
             targets = self._with_q(rows, draft, sampling, start, hist, probs, state)
@@ -99,6 +124,7 @@ class RowRules:
             targets = []
             for i in range(len(draft) + 1):
                 token = self._choose(rows[i], state, sampling, start + i, hist)
+                self._chose(token, start + i)
                 state.accept(token)
                 targets.append(token)
                 if i == len(draft) or token != int(draft[i]):
@@ -108,6 +134,27 @@ class RowRules:
         return targets
 
     # -- one row ----------------------------------------------------------------
+    def _reserve(self, n: int) -> None:
+        if n > len(self._ids):
+            grown = np.zeros(max(n, 2 * len(self._ids)), dtype=np.intc)
+            grown[:len(self._ids)] = self._ids
+            self._ids = grown
+
+    def _chose(self, token: int, position: int) -> None:
+        """Records the token chosen at ``position`` in the processors' input_ids."""
+        if self.processors:
+            self._reserve(position + 1)
+            self._ids[position] = token
+
+    def _processed(self, row: np.ndarray, position: int) -> np.ndarray:
+        """A float32 copy of ``row`` after the row processors, each given the tokens
+        before ``position`` and the scores so far, as plain's chain gives them."""
+        x = np.array(row, dtype=np.float32)
+        ids = self._ids[:position]
+        for proc in self.processors:
+            x[:] = proc(ids, x)
+        return x
+
     def _choose(self, row: np.ndarray, state: SamplerState, sampling: SamplingParams | None, position: int,
                 hist: list[int]) -> int:
         if sampling is None:
@@ -120,8 +167,11 @@ class RowRules:
     def _greedy(self, row: np.ndarray, state: SamplerState, position: int) -> int:
         x = row
         banned = self._banned_eos(position)
-        if self.bias or banned or self._penalized:
+        if self.processors:
+            x = self._processed(row, position)
+        elif self.bias or banned or self._penalized:
             x = np.array(row, dtype=np.float32)
+        if self.bias or banned or self._penalized:
             if banned:
                 x[self.eos] = -np.inf
             for tok, bias in self.bias.items():   # as plain's logit_bias processor: score + scores[id]
@@ -155,8 +205,8 @@ class RowRules:
         """A sampled row with what the grammar refuses, and a banned end-of-text, at -inf."""
         banned = self._banned_eos(position)
         if state.grammar is None and not banned:
-            return row
-        x = np.array(row, dtype=np.float32)
+            return self._processed(row, position) if self.processors else row
+        x = self._processed(row, position) if self.processors else np.array(row, dtype=np.float32)
         if banned:
             x[self.eos] = -np.inf
         if state.grammar is not None:
@@ -176,6 +226,7 @@ class RowRules:
         for i, d in enumerate(int(t) for t in draft):
             dist = target_distribution(self._masked(rows[i], state, start + i), sampling, hist)
             accepted, token = verify_token(dist, probs[i], d, sampling.seed, start + i)
+            self._chose(token, start + i)
             state.accept(token)
             targets.append(token)
             if not accepted:
@@ -190,12 +241,19 @@ class RowRules:
 
 
 def row_rules_for(llm: Llama, sampling: object, *, grammar: object = None, logit_bias: Any = None,
-                  penalties: Any = None, min_tokens: object = 0) -> RowRules | None:
+                  penalties: Any = None, min_tokens: object = 0, processors: Sequence[Any] = (),
+                  prompt: Sequence[int] = ()) -> RowRules | None:
     """The rules of one generation, or None when there are none (the engine's plain
     greedy and sampled paths then run as they are). ``logit_bias`` ({id: bias}) and
     ``penalties`` ((last_n, repeat, frequency, presence)) are a greedy request's: a
-    sampled one carries its own in ``SamplingParams``."""
+    sampled one carries its own in ``SamplingParams``. ``processors``: row processors
+    (module docstring) for the generation of ``prompt``."""
     min_tokens = checked_int(min_tokens, "min_tokens", minimum=0)
+    processors = list(processors)
+    for proc in processors:
+        if not callable(proc):
+            raise TypeError(f"a row processor must be callable (input_ids, scores) -> scores, got "
+                            f"{type(proc).__name__}")
     if sampling is not None and (logit_bias or penalties is not None):
         raise ValueError("a sampled request's logit_bias and penalties belong in its SamplingParams")
     if penalties is not None:
@@ -204,7 +262,7 @@ def row_rules_for(llm: Llama, sampling: object, *, grammar: object = None, logit
         penalties = (int(penalties[0]), float(penalties[1]), float(penalties[2]), float(penalties[3]))
         if penalties[0] <= 0 or (penalties[1] == 1.0 and penalties[2] == 0.0 and penalties[3] == 0.0):
             penalties = None   # llama.cpp's penalties sampler is off for these
-    if grammar is None and not logit_bias and penalties is None and not min_tokens:
+    if grammar is None and not logit_bias and penalties is None and not min_tokens and not processors:
         return None
     return RowRules(llm, grammar=grammar, logit_bias=logit_bias, penalties=penalties, min_tokens=min_tokens,
-                    eos=int(llm.token_eos()))
+                    eos=int(llm.token_eos()), processors=processors, prompt=prompt)

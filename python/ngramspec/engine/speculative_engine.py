@@ -270,7 +270,7 @@ class SpeculativeEngine:
                  stop: str | Sequence[str] | None = None, stopping_criteria: Any = None,
                  sampling: SamplingParams | None = None, *, exact: bool | None = None,
                  prediction: Any = None, grammar: Any = None, logit_bias: Any = None, penalties: Any = None,
-                 min_tokens: int = 0, logprobs: int | None = None) -> Generation:
+                 min_tokens: int = 0, logprobs: int | None = None, row_processors: Sequence[Any] = ()) -> Generation:
         """Completion of ``prompt``: greedy, or sampled with ``sampling``.
 
         max_tokens: most tokens to generate, >= 1; None fills the context. As in
@@ -299,24 +299,32 @@ class SpeculativeEngine:
             generated tokens (llama-cpp-python's ``MinTokensLogitsProcessor``).
         logprobs: record each emitted token's logprob and the ``logprobs`` best
             ones, as plain llama-cpp-python computes them (``run.logprobs``).
+        row_processors: logits processors ``(input_ids, scores) -> scores`` applied
+            to each verified row before the rest, in plain's order with plain's
+            input_ids; each must answer a second call for earlier input_ids as it
+            did the first time (``row_rules.py``; ``integrations/row_processors.py``
+            makes llama-cpp-python's and outlines' processors so).
         """
         run = self.stream(prompt, max_tokens=max_tokens, stop=stop, stopping_criteria=stopping_criteria,
                           sampling=sampling, exact=exact, prediction=prediction, grammar=grammar,
-                          logit_bias=logit_bias, penalties=penalties, min_tokens=min_tokens, logprobs=logprobs)
+                          logit_bias=logit_bias, penalties=penalties, min_tokens=min_tokens, logprobs=logprobs,
+                          row_processors=row_processors)
         return run.run_to_end()
 
     def stream(self, prompt: str | Sequence[int], max_tokens: int | None = 16,
                stop: str | Sequence[str] | None = None, stopping_criteria: Any = None,
                sampling: SamplingParams | None = None, *, exact: bool | None = None,
                prediction: Any = None, grammar: Any = None, logit_bias: Any = None, penalties: Any = None,
-               min_tokens: int = 0, logprobs: int | None = None) -> GenerationStream:
+               min_tokens: int = 0, logprobs: int | None = None,
+               row_processors: Sequence[Any] = ()) -> GenerationStream:
         """Like ``generate``, but yields lists of newly emitted token ids as they are
         accepted; after exhaustion ``.result`` holds the ``Generation``. Another
         generation on this engine, or a plain call on the Llama, ends the stream:
         resuming it then raises RuntimeError."""
         return GenerationStream(self, prompt, max_tokens=max_tokens, stop=stop, stopping_criteria=stopping_criteria,
                                 sampling=sampling, exact=exact, prediction=prediction, grammar=grammar,
-                                logit_bias=logit_bias, penalties=penalties, min_tokens=min_tokens, logprobs=logprobs)
+                                logit_bias=logit_bias, penalties=penalties, min_tokens=min_tokens, logprobs=logprobs,
+                                row_processors=row_processors)
 
     # -- what a generation's run uses (engine/run_host.py) -------------------
     @property

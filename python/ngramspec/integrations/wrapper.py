@@ -51,6 +51,7 @@ from ngramspec.integrations.llama_call_args import (
     sampling_params,
 )
 from ngramspec.integrations.plain_path import mark_completion, mark_stream
+from ngramspec.integrations.row_processors import row_processors_of
 from ngramspec.options import EngineOptions
 from ngramspec.proposers.prediction import prediction_text
 
@@ -223,8 +224,11 @@ class SpeculativeLlama(Llama):
                       "repeat_penalty": repeat_penalty, "tfs_z": tfs_z, "mirostat_tau": mirostat_tau,
                       "mirostat_eta": mirostat_eta})
         greedy = is_greedy(temperature, top_k, mirostat_mode)
+        # Processors known or declared safe on verified rows (row_processors.py), applied before
+        # logit_bias as plain's list would be (usage.md: plain's list.extend drops both).
+        rows = row_processors_of(logits_processor) if min_tokens_of(logits_processor) is None else None
         args = {"suffix": suffix, "logprobs with echo": logprobs is not None and echo, "mirostat_mode": mirostat_mode,
-                "logits_processor": logits_processor}
+                "logits_processor": None if rows is not None else logits_processor}
         reason = plain_reason(COMPLETION_PLAIN if greedy else COMPLETION_PLAIN + COMPLETION_PLAIN_SAMPLED, args,
                               greedy)
         if grammar is not None:   # on either path: plain would crash on a grammar llama.cpp cannot parse
@@ -252,7 +256,7 @@ class SpeculativeLlama(Llama):
         head = {"id": f"cmpl-{uuid.uuid4()}", "object": "text_completion", "created": int(time.time()),
                 "model": model if model is not None else self.llm.model_path}
         prefix = self._echoed_prompt(prompt) if echo else ""
-        min_tokens = min_tokens_of(logits_processor)
+        min_tokens = min_tokens_of(logits_processor) if rows is None else (0, -1)
         assert min_tokens is not None   # any other processor took the plain path
         # A greedy request's penalties and bias are applied row by row as plain's chain
         # applies them (a sampled one's are in its SamplingParams).
@@ -261,7 +265,7 @@ class SpeculativeLlama(Llama):
         run = self.engine.stream(prompt, max_tokens=limit, stop=stops, stopping_criteria=stopping_criteria,
                                  sampling=sampling, exact=exact, prediction=prediction, grammar=grammar,
                                  logit_bias=logit_bias if greedy else None, penalties=penalties,
-                                 min_tokens=min_tokens[0], logprobs=logprobs)
+                                 min_tokens=min_tokens[0], logprobs=logprobs, row_processors=rows or ())
         if llm_seed is not None and hasattr(self.llm, "set_seed"):
             self.llm.set_seed(llm_seed)
         if stream:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from ngramspec.integrations.row_processors import row_processors_of
 from ngramspec.suite.methods import PREDICTION_METHODS
+from ngramspec.suite.outlines_schema import OutlinesProcessors
 from ngramspec.suite.run_record import FirstTokenClock, Run
 from ngramspec.suite.workload import Item
 
@@ -22,10 +24,13 @@ class InProcessMethods:
 
     def __init__(self, llm: Llama, engines: dict[str, Any], lookup: Any = None, draft_llm: Llama | None = None) -> None:
         self.llm, self.engines, self.lookup, self.draft_llm = llm, engines, lookup, draft_llm
+        self.outlines = OutlinesProcessors(llm)
 
     def run_once(self, method: str, workload: str, item: Item, round_: int) -> Run:
         clock = FirstTokenClock()
         stop = item.stop or None
+        if item.json_schema is not None:
+            self.outlines.prepare(item.json_schema)   # the index, once, before any clock starts
         t0 = time.perf_counter()
         try:
             if method in PREDICTION_METHODS:
@@ -40,7 +45,8 @@ class InProcessMethods:
                     before = _draft_counters(drafter, engine)
                     t0 = time.perf_counter()
                 gen = engine.generate(item.prompt, max_tokens=item.max_tokens, stop=stop, stopping_criteria=clock,
-                                      grammar=_grammar(item))
+                                      grammar=_grammar(item),
+                                      row_processors=row_processors_of(self._processor(item)) or ())
                 t1 = time.perf_counter()
                 stats = gen.stats.to_dict()
                 if drafter is not None:
@@ -53,7 +59,7 @@ class InProcessMethods:
             # The clock is a callable, as a StoppingCriteriaList is (one call less per token).
             out: Any = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=stop,
                                              stopping_criteria=clock,  # type: ignore[arg-type]
-                                             grammar=_grammar(item))
+                                             grammar=_grammar(item), logits_processor=self._processor(item))
             t1 = time.perf_counter()
             return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
                        out["usage"]["completion_tokens"], out["choices"][0]["text"])
@@ -73,6 +79,11 @@ class InProcessMethods:
         t1 = time.perf_counter()
         return Run(method, workload, item.label, round_, (clock.first or t1) - t0, t1 - (clock.first or t1),
                    len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=gen.stats.to_dict())
+
+
+    def _processor(self, item: Item) -> Any:
+        """The item's outlines processor (a fresh one per run), or None."""
+        return None if item.json_schema is None else self.outlines.processor(item.json_schema)
 
 
 def _grammar(item: Item) -> Any:

@@ -35,6 +35,9 @@ def _run_server(server: Any, method: str, workload: str, item: Item, round_: int
     """One run of a method that is a server over HTTP (llama-server, ``ngramspec serve``)."""
     if item.grammar is not None:   # the servers' completion calls here carry no grammar: not comparable
         return Run(method, workload, item.label, round_, 0.0, 0.0, 0, "", error="not given the item's grammar")
+    if item.json_schema is not None:   # nor an outlines processor
+        return Run(method, workload, item.label, round_, 0.0, 0.0, 0, "",
+                   error="not given the item's outlines processor")
     try:
         out = server.complete(item.prompt, item.max_tokens, item.stop)
     except Exception as e:  # a peer failing on a prompt is a result, not the end of the benchmark

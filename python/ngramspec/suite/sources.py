@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 from ngramspec import _llama
 from ngramspec.errors import MissingChatTemplateError
 from ngramspec.suite.long_sources import LONG_WORKLOADS, build_long
+from ngramspec.suite.outlines_schema import outlines_schema
 from ngramspec.suite.schema_extraction import schema_extraction
 
 # What a workload is, and the material helpers, live in workload.py (below this module
@@ -221,7 +222,7 @@ def multi_turn_chat(chat: Callable[[list[dict[str, str]]], str], n: int, max_tok
 DEFAULT_WORKLOADS = ("code_completion", "code_editing", "structured_extraction", "grounded_qa", "open_prose",
                      "multi_turn_chat")
 # Built only when named (``build(..., names=...)``; ``python -m ngramspec.suite.predicted_edit``).
-OPTIONAL_WORKLOADS = ("predicted_edit", "schema_extraction")
+OPTIONAL_WORKLOADS = ("predicted_edit", "schema_extraction", "outlines_schema")
 
 
 def build(llm: Llama, quick: bool, names: Sequence[str] | None = None) -> list[Workload]:
@@ -242,7 +243,8 @@ def build(llm: Llama, quick: bool, names: Sequence[str] | None = None) -> list[W
             "multi_turn_chat": lambda: multi_turn_chat(chat, 1, 64),
             # Two short functions; 384 tokens is most of each (a whole one is about 450).
             "predicted_edit": lambda: predicted_edit(chat, 2, 384),
-            "schema_extraction": lambda: schema_extraction(chat, 1, 6, 128)}
+            "schema_extraction": lambda: schema_extraction(chat, 1, 6, 128),
+            "outlines_schema": lambda: outlines_schema(chat, 1, 6, 128)}
     else:
         # Sized so that a round of every method on Qwen2.5-Coder-1.5B stays within
         # minutes on two cores: about 3,000 generated tokens per method.
@@ -252,7 +254,8 @@ def build(llm: Llama, quick: bool, names: Sequence[str] | None = None) -> list[W
             "grounded_qa": lambda: grounded_qa(chat, 2, 128), "open_prose": lambda: open_prose(chat, 2, 128),
             "multi_turn_chat": lambda: multi_turn_chat(chat, 2, 192),
             "predicted_edit": lambda: predicted_edit(chat, 4, 768),
-            "schema_extraction": lambda: schema_extraction(chat, 2, 16, 320)}
+            "schema_extraction": lambda: schema_extraction(chat, 2, 16, 320),
+            "outlines_schema": lambda: outlines_schema(chat, 2, 16, 320)}
     # The long-output workloads are the same in a quick run: their length is the point.
     long = {w.name: w for w in build_long(chat, tuple(n for n in names if n in LONG_WORKLOADS))}
     return [long[n] if n in long else makers[n]() for n in names]

@@ -31,6 +31,8 @@ class Item:
     wrong_prediction: str | None = None
     # schema_extraction only: the GBNF grammar every method decodes under.
     grammar: str | None = None
+    # outlines_schema only: the JSON schema outlines' logits processor constrains the output to.
+    json_schema: str | None = None
 
 
 @dataclass

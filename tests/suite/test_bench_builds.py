@@ -26,6 +26,23 @@ def test_a_worker_that_cannot_start_says_so(tmp_path):
         OtherBuild(str(fake), "model.gguf", 512, 1, progress=False)
 
 
+def test_other_methods_needs_the_other_build(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "ngramspec", "bench", "--quick", "--other-methods", "ngramspec fast",
+                          "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "needs --other-build" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_other_methods_are_the_other_builds_plain_and_those_named():
+    from ngramspec.cli.bench import _other_methods
+    from ngramspec.errors import UserError
+
+    assert _other_methods("ngramspec fast") == ("plain", "ngramspec fast")
+    assert _other_methods("ngramspec fast, plain,ngramspec") == ("plain", "ngramspec", "ngramspec fast")
+    for bad in ("", "fast", "ngramspec,prompt lookup"):
+        with pytest.raises(UserError, match="--other-methods"):
+            _other_methods(bad)
+
+
 @pytest.mark.model
 def test_the_other_build_runs_side_by_side_and_is_compared_with_its_own_plain(smollm2_path):
     """This Python stands in for the other build: its methods must carry the build's
@@ -34,12 +51,13 @@ def test_the_other_build_runs_side_by_side_and_is_compared_with_its_own_plain(sm
     from ngramspec.suite import runner, summary
 
     suite = runner.Suite(smollm2_path, quick=True, threads=1, methods=("plain", "ngramspec"),
-                         workloads=["code_editing"], other_python=sys.executable, progress=False)
+                         workloads=["code_editing"], other_python=sys.executable, progress=False,
+                         other_methods=("plain", "ngramspec"))
     try:
         other = suite.other
         assert other is not None
-        assert other.methods == tuple(f"{other.label} {m}" for m in ("plain", "ngramspec", "ngramspec fast"))
-        assert suite.methods[-3:] == other.methods
+        assert other.methods == tuple(f"{other.label} {m}" for m in ("plain", "ngramspec"))
+        assert suite.methods[-2:] == other.methods
         assert suite.same_build_plain(f"{other.label} ngramspec") == f"{other.label} plain"
         assert suite.same_build_plain("ngramspec") == "plain"
         runs = suite.run(1)

@@ -35,6 +35,11 @@ def run(args: argparse.Namespace) -> int:
                         "scripts/build_llama_server.py)")
     if args.other_llama_server and not args.other_build:
         raise UserError("--other-llama-server needs --other-build (it is that build's llama-server)")
+    other_methods = None
+    if args.other_methods is not None:
+        if not args.other_build:
+            raise UserError("--other-methods needs --other-build (they are that build's methods)")
+        other_methods = _other_methods(args.other_methods)
     if args.other_llama_server and not Path(args.other_llama_server).is_file():
         raise UserError(f"--other-llama-server: no such file {args.other_llama_server!r} (build it with "
                         "scripts/build_llama_server.py)")
@@ -68,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         md = run_suite(args.model, quick=args.quick, rounds=rounds, out_dir=out_dir, threads=args.threads,
                        methods=methods, rss=not args.no_rss, plot=not args.no_plots, server=args.llama_server,
                        server_modes=args.server_modes.split(",") if args.server_modes else (),
-                       serve=args.serve, other_python=args.other_build, workloads=workloads,
+                       serve=args.serve, other_python=args.other_build, other_methods=other_methods,
+                       workloads=workloads,
                        other_server=args.other_llama_server, rpc=args.rpc,
                        settings=LlamaSettings(n_gpu_layers=args.n_gpu_layers, flash_attn=args.flash_attn),
                        command="ngramspec bench " + " ".join(sys.argv[2:]))
@@ -102,6 +108,17 @@ def _methods(args: argparse.Namespace) -> list[str]:
     if args.no_lookup:
         methods = [m for m in methods if m != "prompt lookup"]
     return methods
+
+
+def _other_methods(text: str) -> tuple[str, ...]:
+    """--other-methods as the other build's method names, plain first (always run)."""
+    from ngramspec.suite.methods import OTHER_BUILD_METHODS
+
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in OTHER_BUILD_METHODS]
+    if bad or not names:
+        raise UserError(f"--other-methods: unknown or no method(s) {bad}; choose from {', '.join(OTHER_BUILD_METHODS)}")
+    return ("plain",) + tuple(m for m in OTHER_BUILD_METHODS if m in names and m != "plain")
 
 
 def _workloads(args: argparse.Namespace) -> tuple[str, ...] | None:

@@ -126,6 +126,9 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     b.add_argument("--other-build", default=None, metavar="PYTHON",
                    help="also run plain, ngramspec and ngramspec fast on another Python's llama-cpp-python build "
                         "(e.g. a stock venv's python, or the exact build's), interleaved with the rest")
+    b.add_argument("--other-methods", default=None, metavar="METHODS",
+                   help="with --other-build: which of plain, ngramspec and ngramspec fast it runs "
+                        "(comma-separated; plain always runs: each method's text is compared with it)")
     b.add_argument("--other-llama-server", default=None, metavar="PATH",
                    help="with --other-build: also run a llama-server built with that build's flags "
                         "(scripts/build_llama_server.py, with or without --stock) in each mode")

@@ -17,11 +17,12 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
               plot: bool = True, progress: bool = True, server: str | None = None,
               server_modes: Sequence[str] = (), serve: bool = False, other_python: str | None = None,
               workloads: Sequence[str] | None = None, other_server: str | None = None,
-              settings: LlamaSettings | None = None, rpc: str | None = None) -> Path:
+              settings: LlamaSettings | None = None, rpc: str | None = None,
+              other_methods: Sequence[str] | None = None) -> Path:
     """Runs the whole suite and writes its report; returns the Markdown file's path.
     serve: also run ``ngramspec serve`` over HTTP (method "ngramspec serve").
     other_python: also run plain, ngramspec and ngramspec fast on that Python's
-    llama-cpp-python build (runner.Suite).
+    llama-cpp-python build (runner.Suite); ``other_methods``: only these of them.
     workloads: the workloads to run (default: sources.DEFAULT_WORKLOADS).
     other_server: a llama-server built with the other build's flags (runner.Suite).
     settings: GPU offload and flash attention for every method (default: llama-cpp-python's).
@@ -42,7 +43,7 @@ def run_suite(model: str, *, quick: bool, rounds: int, out_dir: Path, command: s
     settings = settings or LLAMA_DEFAULTS
     suite = runner.Suite(model, quick=quick, threads=threads, methods=tuple(methods or METHODS),
                          progress=progress, server=server, server_modes=tuple(server_modes),
-                         serve=serve, other_python=other_python,
+                         serve=serve, other_python=other_python, other_methods=other_methods,
                          workloads=tuple(workloads) if workloads is not None else None,
                          other_server=other_server, settings=settings, rpc=rpc)
     rss = rss and not rpc

@@ -19,6 +19,7 @@ from ngramspec.suite.methods import (
     EXTRA_METHODS,
     MEASURED_MAX_BATCH,
     METHODS,
+    OTHER_BUILD_METHODS,
     PREDICTION_METHODS,
     SERVE_METHOD,
     draft_model_for,
@@ -64,7 +65,8 @@ class Suite:
     other_python: a Python whose llama-cpp-python is another build (a stock venv's,
         or the exact build's): plain, ngramspec and ngramspec fast also run there,
         interleaved with the rest, named after that build ("stock plain",
-        "exact-build ngramspec", ...; other_build.py).
+        "exact-build ngramspec", ...; other_build.py); ``other_methods``: only
+        these of them (plain among them).
     other_server: a llama-server built with the other build's flags (needs
         ``other_python``): its modes run too, named after that build
         ("exact-build llama-server ngram-mod"), so each build is compared with
@@ -79,7 +81,8 @@ class Suite:
                  server_modes: tuple[str, ...] = (), workloads: Sequence[str] | None = None,
                  trace: bool = False, cost: Any = None, serve: bool = False,
                  other_python: str | None = None, other_server: str | None = None,
-                 settings: LlamaSettings = LLAMA_DEFAULTS, invariance: Any = None, rpc: str | None = None) -> None:
+                 settings: LlamaSettings = LLAMA_DEFAULTS, invariance: Any = None, rpc: str | None = None,
+                 other_methods: Sequence[str] | None = None) -> None:
         from ngramspec.calibration.cost_timing import measure_verify_cost
         from ngramspec.calibration.invariance import check_batch_invariance, check_sizes
 
@@ -128,7 +131,8 @@ class Suite:
         self.servers: dict[str, Any] = {}
         try:
             if other_python:
-                self.other = OtherBuild(other_python, self.path, n_ctx, threads, progress=progress, settings=settings)
+                self.other = OtherBuild(other_python, self.path, n_ctx, threads, progress=progress, settings=settings,
+                                        methods=tuple(other_methods or OTHER_BUILD_METHODS))
             if serve:
                 from ngramspec.suite.ngramspec_server import NgramspecServer
 

@@ -2,8 +2,12 @@
 ngramspec.wrap (exact mode), greedy, at repeat_penalty 1.0 and 1.1, rounds interleaved;
 per prompt the median wall time of each, the speed-up, tokens a pass, drafted and
 accepted tokens and whether the texts match; one thread (steadier on a shared machine).
+The prompts are sample prompts (``--prompts``) or the benchmark suite's items
+(``--suite quick``: one short prompt per default workload; ``--suite long``: the six
+long-output workloads), each with its own max_tokens and stop strings.
 
     .venv/bin/python bench/repeat_penalty_cost.py --rounds 3 --prompts code,code_edit,prose,json
+    .venv/bin/python bench/repeat_penalty_cost.py --rounds 3 --suite quick --model qwen2.5-coder-0.5b
 """
 from __future__ import annotations
 
@@ -26,13 +30,16 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--prompts", default="code,code_edit,prose,json", help=f"names from {sorted(PROMPTS)}")
-    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--max-tokens", type=int, default=128, help="for --prompts (a suite item has its own)")
+    ap.add_argument("--suite", choices=("quick", "long"), default=None,
+                    help="the benchmark suite's items instead of --prompts")
     ap.add_argument("--no-warmup", action="store_true",
                     help="certify sizes as generations start instead of first (timings then include it)")
     opts = ap.parse_args()
-    names = opts.prompts.split(",")
-    llm = llama_cpp.Llama(str(models.fetch(opts.model)), n_ctx=2048, seed=0, n_threads=1, n_threads_batch=1,
+    llm = llama_cpp.Llama(str(models.fetch(opts.model)), n_ctx=4096, seed=0, n_threads=1, n_threads_batch=1,
                           verbose=False)
+    prompts = _prompts(llm, opts)
+    names = list(prompts)
     spec = ngramspec.wrap(llm, warmup=not opts.no_warmup)   # the whole check first: not part of the timings
     runs: dict[tuple[float, str, str], list[dict]] = {}
     for _ in range(opts.rounds):
@@ -41,12 +48,14 @@ def main() -> None:
                 for method, model in (("plain", llm), ("ngramspec", spec)):
                     llm.reset()
                     start = time.perf_counter()
+                    prompt, max_tokens, stop = prompts[name]
                     out: dict[str, Any] = cast(dict, model.create_completion(
-                        PROMPTS[name], max_tokens=opts.max_tokens, temperature=0, repeat_penalty=penalty))
+                        prompt, max_tokens=max_tokens, temperature=0, repeat_penalty=penalty, stop=stop))
                     runs.setdefault((penalty, name, method), []).append(
                         {"s": time.perf_counter() - start, "text": out["choices"][0]["text"],
                          "stats": out.get("speculative")})
-    print(f"{opts.model}, {opts.rounds} rounds, max_tokens {opts.max_tokens}, 1 thread; medians")
+    what = f"the {opts.suite} suite's items" if opts.suite else f"max_tokens {opts.max_tokens}"
+    print(f"{opts.model}, {opts.rounds} rounds, {what}, 1 thread; medians")
     print("| repeat_penalty | prompt | plain s | ngramspec s | speed-up | tokens a pass | drafted | accepted "
           "| same text |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -62,6 +71,21 @@ def main() -> None:
             print(f"| {penalty} | {name} | {p:.2f} | {s:.2f} | {p / s:.2f}x | {stats['tokens_per_forward']:.2f} | "
                   f"{stats['drafted_tokens']} | {stats['accepted_tokens']} | {'yes' if same else 'NO'} |")
         print(f"| {penalty} | all | {total_plain:.2f} | {total_spec:.2f} | {total_plain / total_spec:.2f}x | | | | |")
+
+
+def _prompts(llm: llama_cpp.Llama, opts: argparse.Namespace) -> dict[str, tuple[str, int, list[str]]]:
+    """name -> (prompt, max_tokens, stop)."""
+    if opts.suite is None:
+        return {name: (PROMPTS[name], opts.max_tokens, []) for name in opts.prompts.split(",")}
+    from ngramspec.suite import sources
+    from ngramspec.suite.long_sources import LONG_WORKLOADS
+
+    names = LONG_WORKLOADS if opts.suite == "long" else sources.DEFAULT_WORKLOADS
+    out = {}
+    for w in sources.build(llm, quick=True, names=names):
+        for i, item in enumerate(w.items):
+            out[f"{w.name}#{i}"] = (item.prompt, item.max_tokens, list(item.stop))
+    return out
 
 
 if __name__ == "__main__":

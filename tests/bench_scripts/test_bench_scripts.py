@@ -232,6 +232,28 @@ def test_repeat_penalty_cost(smollm2_path, monkeypatch, capsys):
     assert all(r.endswith("| yes |") for r in rows if "| code |" in r)     # exact mode: plain's text
 
 
+def test_repeat_penalty_cost_on_the_suites_items(smollm2_path, monkeypatch, capsys):
+    """--suite takes the suite's items, each with its own max_tokens and stop strings
+    (here one item of each default workload, cut to 8 tokens)."""
+    import dataclasses
+
+    from ngramspec.suite import sources
+
+    build = sources.build
+
+    def short(llm, quick, names=None):
+        assert quick and tuple(names or ()) == sources.DEFAULT_WORKLOADS
+        return [dataclasses.replace(w, items=[dataclasses.replace(w.items[0], max_tokens=8)])
+                for w in build(llm, quick, names)[:2]]
+
+    monkeypatch.setattr(sources, "build", short)
+    run_main("repeat_penalty_cost", ["--rounds", "1", "--suite", "quick", "--no-warmup"], monkeypatch)
+    out = capsys.readouterr().out
+    assert "the quick suite's items" in out
+    rows = [line.split(" | ")[:2] for line in out.splitlines() if line.startswith("| 1.0 |")]
+    assert rows == [["| 1.0", "code_completion#0"], ["| 1.0", "code_editing#0"], ["| 1.0", "all"]]
+
+
 def test_max_draft(smollm2_path, tmp_path, monkeypatch):
     report = tmp_path / "max_draft.md"
     run_main("max_draft", ["--model", MODEL, "--caps", "2", "--rounds", "1", "--max-tokens", "8",

@@ -79,7 +79,9 @@ def test_which_processors_go_through_the_engine():
     declared.ngramspec_row_safe = True  # type: ignore[attr-defined]
     assert row_processors_of([undeclared]) is None
     assert row_processors_of([declared, undeclared]) is None
-    assert row_processors_of(declared) == [declared]
+    assert row_processors_of([declared]) == [declared]
+    assert row_processors_of(declared) is None              # plain never applies a bare callable
+    assert row_processors_of([declared, declared]) is None  # nor calls one twice a token here
     assert row_processors_of([]) is None and row_processors_of(None) is None
 
 
@@ -87,34 +89,59 @@ def test_which_processors_go_through_the_engine():
 
 
 class Recorder:
-    """A declared row processor that bans nothing and records every input_ids it is given."""
+    """A declared row processor that bans nothing and records every input_ids it is
+    given, and the token greedy decoding takes from the row (no other rule is in play)."""
 
     ngramspec_row_safe = True
 
     def __init__(self) -> None:
         self.calls: list[list[int]] = []
+        self.best: list[int] = []
 
     def __call__(self, input_ids, scores):
         self.calls.append([int(t) for t in input_ids])
+        self.best.append(int(np.argmax(scores)))
         return scores
 
 
 @pytest.mark.model
-def test_a_declared_processor_sees_plains_calls_and_never_a_rejected_draft(llm, invariance):
+@pytest.mark.parametrize("stop", [None, ['"date"']], ids=["to max_tokens", "to a stop string"])
+def test_a_declared_processor_sees_plains_calls_and_never_a_rejected_draft(llm, invariance, stop):
     spec = wrap(llm, invariance)
     llm.reset()
     plain_rec = Recorder()
-    plain = llm.create_completion(COPY_JSON, max_tokens=40, temperature=0.0,
+    plain = llm.create_completion(COPY_JSON, max_tokens=40, temperature=0.0, stop=stop,
                                   logits_processor=llama_cpp.LogitsProcessorList([plain_rec]))
     llm.reset()
     rec = Recorder()
-    out = spec.create_completion(COPY_JSON, max_tokens=40, temperature=0.0,
+    out = spec.create_completion(COPY_JSON, max_tokens=40, temperature=0.0, stop=stop,
                                  logits_processor=llama_cpp.LogitsProcessorList([rec]))
     assert out["choices"][0]["text"] == plain["choices"][0]["text"]
     stats = spec.last_speculative
     assert stats["used"] is True and stats["accepted_tokens"] > 0, stats
     assert stats["forward_passes"] < stats["generated_tokens"]
     assert rec.calls[:len(plain_rec.calls)] == plain_rec.calls
-    # Rows past the end of the output may be processed (the pass that ended it), never a rejected token.
-    whole = plain_rec.calls[-1]
-    assert all(call == whole[:len(call)] or whole == call[:len(whole)] for call in rec.calls)
+    # Each call's input_ids are the prompt and plain's own tokens, never a rejected draft
+    # token; rows past the end of the output may be processed (the pass that ended it
+    # went on), and each token a call adds is the one greedy chose at the call before.
+    whole = plain_rec.calls[-1] + [plain_rec.best[-1]]
+    assert all(call == whole[:len(call)] or call[:len(whole)] == whole for call in rec.calls)
+    for before, call, best in zip(rec.calls, rec.calls[1:], rec.best):
+        if len(call) == len(before) + 1:
+            assert call[:-1] == before and call[-1] == best
+
+
+@pytest.mark.model
+def test_a_processor_that_raises_ends_the_call_with_its_error(llm, invariance):
+    """Plain prints an error raised inside its sampler callback and goes on without the
+    processor (unconstrained text, without a word); the wrapper raises it."""
+
+    def broken(ids, scores):
+        raise ImportError("numba is missing")
+
+    broken.ngramspec_row_safe = True  # type: ignore[attr-defined]
+    spec = wrap(llm, invariance)
+    llm.reset()
+    with pytest.raises(ImportError, match="numba is missing"):
+        spec.create_completion("Hello", max_tokens=4, temperature=0.0,
+                               logits_processor=llama_cpp.LogitsProcessorList([broken]))

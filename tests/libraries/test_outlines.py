@@ -5,7 +5,7 @@ Unconstrained generation (no output type) speculates. A Pydantic schema or a reg
 becomes outlines_core's logits processor, which the engine applies to each verified row
 in plain's order (integrations/row_processors.py): it speculates too, with plain's text,
 even when exact mode's audit chooses a pass's tokens again. With a logit_bias beside it,
-plain llama-cpp-python drops both (its list.extend returns None): that call stays plain's.
+both apply (plain llama-cpp-python drops both: its list.extend returns None).
 """
 from __future__ import annotations
 

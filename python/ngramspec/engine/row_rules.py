@@ -113,10 +113,8 @@ class RowRules:
             raise RuntimeError(f"no sampler state for position {start}: the passes left the rules' order")
         self._states = {start: base}
         state = base.clone()
-        if self.processors:   # input_ids before start: the output so far (the audit may choose it again)
+        if self.processors:   # before start: the prompt and the targets chosen (_chose), as emitted
             self._reserve(start + len(draft) + 1)
-            done = start - len(history)
-            self._ids[done:start] = history
         hist = list(history[-sampling.penalty_last_n:]) if sampling is not None and sampling.penalizes else []
         if sampling is not None and probs is not None:
             targets = self._with_q(rows, draft, sampling, start, hist, probs, state)
@@ -235,6 +233,7 @@ class RowRules:
         last = len(draft)
         ids, p = target_distribution(self._masked(rows[last], state, start + last), sampling, hist)
         token = sample(ids, p, position_uniform(sampling.seed, start + last))
+        self._chose(token, start + last)
         state.accept(token)
         targets.append(token)
         return targets

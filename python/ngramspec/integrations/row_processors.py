@@ -78,15 +78,19 @@ class OutlinesRows:
 
 
 def row_processors_of(logits_processor: Any) -> list[Any] | None:
-    """The row processors for ``logits_processor`` (a ``LogitsProcessorList``, a
-    list, or one callable), in order; None when any of them is not known or declared
-    safe to apply to verified rows (the module docstring)."""
-    if logits_processor is None:
+    """The row processors for ``logits_processor`` (a ``LogitsProcessorList`` or a
+    list), in order; None when any of them is not known or declared safe to apply to
+    verified rows (the module docstring), or when one is there twice (a stateful one
+    would advance twice per token, in plain too), or for a bare callable (plain
+    iterates over it inside its sampler callback, which fails and is ignored: the
+    processor is never applied there)."""
+    if not isinstance(logits_processor, (list, tuple)):
         return None
     from llama_cpp import MinTokensLogitsProcessor
 
-    procs: Sequence[Any] = (list(logits_processor) if isinstance(logits_processor, (list, tuple))
-                            else [logits_processor])
+    procs: Sequence[Any] = list(logits_processor)
+    if len({id(p) for p in procs}) != len(procs):
+        return None
     rows: list[Any] = []
     for proc in procs:
         if type(proc) is MinTokensLogitsProcessor and proc.prompt_tokens is None:

@@ -55,6 +55,12 @@ class InProcessMethods:
                            len(gen.tokens), gen.text, output_ids=list(gen.tokens), stats=stats)
             llm = self.llm if method == "plain" else self.lookup
             assert llm is not None, f"{method} has no Llama"
+            if item.json_schema is not None and llm is not self.llm:
+                # Prompt lookup's draft path hands processors input_ids with its unverified
+                # draft tokens: outlines' guide would advance through them (errors swallowed).
+                return Run(method, workload, item.label, round_, 0.0, 0.0, 0, "",
+                           error="not run with an outlines processor (its draft path feeds the processor "
+                                 "unverified tokens)")
             llm.reset()
             # The clock is a callable, as a StoppingCriteriaList is (one call less per token).
             out: Any = llm.create_completion(item.prompt, max_tokens=item.max_tokens, temperature=0.0, stop=stop,

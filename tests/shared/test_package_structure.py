@@ -17,8 +17,9 @@ lazy exports), which name no module to ``ast``.
 underscore modules (``_llama``, ``_rpc``, ``_core``) are the package's own shared
 internals and may be imported; their names are public to the package. The one
 module that reaches into llama-cpp-python's private names (``llm._model``,
-``LlamaGrammar._grammar``, ...) is ``_llama.py``: everything else asks it. The
-standard library's private classes (``argparse._SubParsersAction`` in
+``LlamaGrammar._grammar``, ...) is ``_llama.py``: everything else asks it; the one
+that reaches into outlines' (its processor's guides) is ``integrations/outlines_rows.py``.
+The standard library's private classes (``argparse._SubParsersAction`` in
 annotations) are outside this rule.
 """
 from __future__ import annotations
@@ -32,6 +33,8 @@ SOURCE = Path(__file__).resolve().parents[2] / "python"
 PACKAGE = SOURCE / "ngramspec"
 #: The one module that may read llama-cpp-python's private names.
 LLAMA_INTERNALS = "ngramspec._llama"
+#: The one module that may read outlines' private names.
+OUTLINES_INTERNALS = "ngramspec.integrations.outlines_rows"
 #: The standard library's private attributes read on its objects (``ast`` cannot tell
 #: an ``argparse.ArgumentParser`` from any other object): argparse's table of actions,
 #: which the command line reads to spell each option two ways.
@@ -212,7 +215,7 @@ def private_reads(module: str) -> Iterator[str]:
                 if not _private(alias.name) or f"{source}.{alias.name}" in MODULES:
                     continue
                 if source in MODULES or (source.split(".")[0] not in sys.stdlib_module_names
-                                         and module != LLAMA_INTERNALS):
+                                         and module not in (LLAMA_INTERNALS, OUTLINES_INTERNALS)):
                     yield f"{path}:{node.lineno}: from {source} import {alias.name}"
             continue
         if isinstance(node, ast.Attribute) and _private(node.attr):
@@ -235,7 +238,7 @@ def private_reads(module: str) -> Iterator[str]:
                 continue                            # the standard library's: outside this rule
         if isinstance(value, ast.Name) and value.id in ("self", "cls"):
             continue
-        if name in own or name in STDLIB_OBJECT_INTERNALS or module == LLAMA_INTERNALS:
+        if name in own or name in STDLIB_OBJECT_INTERNALS or module in (LLAMA_INTERNALS, OUTLINES_INTERNALS):
             continue
         yield where
 

@@ -3,13 +3,12 @@ constrained by outlines' own logits processor; plain llama-cpp-python and ngrams
 give the same JSON, and ngramspec's runs speculate."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
 from ngramspec.suite import runner, sources
-from ngramspec.suite.loading import make_engine
 from ngramspec.suite.schema_extraction import SCHEMA
 from ngramspec.suite.workload import Item
+from tests.support.suite_runs import plain_and_ngramspec
 
 
 def test_outlines_schema_is_optional_and_carries_its_schema(llm):
@@ -23,16 +22,7 @@ def test_outlines_schema_is_optional_and_carries_its_schema(llm):
 
 
 def test_plain_and_ngramspec_give_the_same_json_and_ngramspec_speculates(llm, invariance):
-    (w,) = sources.build(llm, quick=True, names=["outlines_schema"])
-    w = dataclasses.replace(w, items=[dataclasses.replace(w.items[0], max_tokens=160)])
-    suite = runner.Suite.__new__(runner.Suite)
-    suite.model, suite.quick, suite.llm, suite.progress = "smollm2-135m", True, llm, False
-    suite.methods, suite.workloads, suite.servers, suite.lookup = ("plain", "ngramspec"), [w], {}, None
-    suite.invariance = invariance
-    suite.engines = {"ngramspec": make_engine(llm, "ngramspec", invariance=invariance)}
-    runs = suite.run(1)
-    assert all(not r.error for r in runs)
-    plain, spec = (next(r for r in runs if r.method == m) for m in ("plain", "ngramspec"))
+    plain, spec = plain_and_ngramspec(llm, invariance, "outlines_schema", 160)
     assert spec.text == plain.text and plain.tokens > 0
     assert spec.stats["accepted_tokens"] > 0 and spec.stats["forward_passes"] < spec.tokens
     if plain.tokens < 160:   # finished: JSON that follows the schema

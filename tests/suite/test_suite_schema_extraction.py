@@ -3,12 +3,11 @@ real table, every item carries the schema's grammar, and plain and ngramspec dec
 under it to the same JSON."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
-from ngramspec.suite import runner, sources
-from ngramspec.suite.loading import make_engine
+from ngramspec.suite import sources
 from ngramspec.suite.schema_extraction import SCHEMA
+from tests.support.suite_runs import plain_and_ngramspec
 
 
 def test_schema_extraction_is_optional_and_carries_its_grammar(llm):
@@ -21,16 +20,7 @@ def test_schema_extraction_is_optional_and_carries_its_grammar(llm):
 
 
 def test_plain_and_ngramspec_give_the_same_json(llm, invariance):
-    (w,) = sources.build(llm, quick=True, names=["schema_extraction"])
-    w = dataclasses.replace(w, items=[dataclasses.replace(w.items[0], max_tokens=160)])
-    suite = runner.Suite.__new__(runner.Suite)
-    suite.model, suite.quick, suite.llm, suite.progress = "smollm2-135m", True, llm, False
-    suite.methods, suite.workloads, suite.servers, suite.lookup = ("plain", "ngramspec"), [w], {}, None
-    suite.invariance = invariance
-    suite.engines = {"ngramspec": make_engine(llm, "ngramspec", invariance=invariance)}
-    runs = suite.run(1)
-    assert all(not r.error for r in runs)
-    plain, spec = (next(r for r in runs if r.method == m) for m in ("plain", "ngramspec"))
+    plain, spec = plain_and_ngramspec(llm, invariance, "schema_extraction", 160)
     assert spec.text == plain.text and plain.tokens > 0
     if plain.tokens < 160:   # finished: JSON that follows the schema
         countries = json.loads(plain.text)["countries"]

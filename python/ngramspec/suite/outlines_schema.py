@@ -10,24 +10,16 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from ngramspec.suite.schema_extraction import SCHEMA
-from ngramspec.suite.workload import Item, Workload, iso3166_rows, require_dist
+from ngramspec.suite.schema_extraction import SCHEMA, table_prompts
+from ngramspec.suite.workload import Item, Workload, require_dist
 
 __all__ = ["OutlinesProcessors", "outlines_schema"]
 
 
 def outlines_schema(chat: Callable[[list[dict[str, str]]], str], n: int, rows: int, max_tokens: int) -> Workload:
     tz_version, version = require_dist("tzdata"), require_dist("outlines")
-    table = iso3166_rows()
     schema = json.dumps(SCHEMA)
-    items = []
-    for i in range(n):
-        start = 40 + i * 100
-        chunk = "\n".join(table[start:start + rows])
-        prompt = chat([{"role": "user", "content":
-                        "Convert this tab-separated table of ISO 3166 country codes into JSON: an object whose "
-                        '"countries" array has one object per row, with the keys "code" and "name".\n\n' + chunk}])
-        items.append(Item(f"iso3166.tab rows {start}-{start + rows - 1}", prompt, max_tokens, json_schema=schema))
+    items = [Item(label, prompt, max_tokens, json_schema=schema) for label, prompt in table_prompts(chat, n, rows)]
     return Workload("outlines_schema", f"a real data table turned into JSON that follows a JSON schema, "
                                        f"constrained by outlines {version}'s logits processor (in-process methods)",
                     f"iso3166.tab from PyPI tzdata {tz_version}", items)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from ngramspec import _llama
 from ngramspec.suite.workload import Item, Workload, iso3166_rows, require_dist
 
-__all__ = ["SCHEMA", "schema_extraction"]
+__all__ = ["SCHEMA", "schema_extraction", "table_prompts"]
 
 #: What the extraction must follow: every row's code and name, nothing else.
 SCHEMA: dict[str, Any] = {
@@ -36,16 +36,23 @@ def schema_extraction(chat: Callable[[list[dict[str, str]]], str], n: int, rows:
     from llama_cpp.llama_grammar import LlamaGrammar
 
     version = require_dist("tzdata")
-    table = iso3166_rows()
     grammar = _llama.grammar_source(LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False))[0]
-    items = []
+    items = [Item(label, prompt, max_tokens, grammar=grammar) for label, prompt in table_prompts(chat, n, rows)]
+    return Workload("schema_extraction", "a real data table turned into JSON that follows a JSON schema "
+                                         "(response_format json_schema: a grammar for every method)",
+                    f"iso3166.tab from PyPI tzdata {version}", items)
+
+
+def table_prompts(chat: Callable[[list[dict[str, str]]], str], n: int, rows: int) -> list[tuple[str, str]]:
+    """(label, prompt) of ``n`` items, each ``rows`` rows of the table to be turned into
+    JSON that follows SCHEMA (this workload's and outlines_schema's)."""
+    table = iso3166_rows()
+    out = []
     for i in range(n):
         start = 40 + i * 100
         chunk = "\n".join(table[start:start + rows])
         prompt = chat([{"role": "user", "content":
                         "Convert this tab-separated table of ISO 3166 country codes into JSON: an object whose "
                         '"countries" array has one object per row, with the keys "code" and "name".\n\n' + chunk}])
-        items.append(Item(f"iso3166.tab rows {start}-{start + rows - 1}", prompt, max_tokens, grammar=grammar))
-    return Workload("schema_extraction", "a real data table turned into JSON that follows a JSON schema "
-                                         "(response_format json_schema: a grammar for every method)",
-                    f"iso3166.tab from PyPI tzdata {version}", items)
+        out.append((f"iso3166.tab rows {start}-{start + rows - 1}", prompt))
+    return out

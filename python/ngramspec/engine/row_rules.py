@@ -113,8 +113,6 @@ class RowRules:
             raise RuntimeError(f"no sampler state for position {start}: the passes left the rules' order")
         self._states = {start: base}
         state = base.clone()
-        if self.processors:   # before start: the prompt and the targets chosen (_chose), as emitted
-            self._reserve(start + len(draft) + 1)
         hist = list(history[-sampling.penalty_last_n:]) if sampling is not None and sampling.penalizes else []
         if sampling is not None and probs is not None:
             targets = self._with_q(rows, draft, sampling, start, hist, probs, state)

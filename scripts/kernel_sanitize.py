@@ -5,7 +5,7 @@ Builds llama.cpp's CPU backend (the ggml-cpu target: ggml-base and ggml-cpu) fro
 llama-cpp-python sdist with ngramspec's patches applied, as the exact wheel has it
 (the same flags), plus ``-fsanitize=address,undefined -fno-sanitize-recover=all``,
 once per instruction-set level: this CPU's own (AVX-512 where it has it) and, on an
-AVX-512 CPU, AVX2 without AVX-512 (the other kernels of patches 0003-0005). Then it
+AVX-512 CPU, AVX2 without AVX-512 (the other kernels of patches 0003-0006). Then it
 runs tests/builds/test_batch_invariant_kernels.py (each column kernel against the
 one-column kernel it stands in for, bit for bit, odd block counts, 1-65 columns) on
 each library (NGRAMSPEC_KERNEL_LIB), with the sanitizer runtime preloaded into

@@ -4,7 +4,8 @@ the installed build's libggml-cpu through ctypes (the symbols are exported), so 
 checks the very code exact mode runs; it is skipped where the build lacks them (a stock
 build, or a CPU without AVX2). The comparison has teeth: llama.cpp's scalar reference
 kernels, which sum in another order, differed from the vector kernels in the last bits on
-39-50 of 50 random blocks of each type. scripts/kernel_sanitize.py runs this file on
+39-50 of 50 random blocks of each type, and numpy's float32 dot differs from ggml_vec_dot_f16
+on 34-39 of 50 random F16 rows of 64-664 elements. scripts/kernel_sanitize.py runs this file on
 builds under AddressSanitizer and UBSan, one per instruction-set level the CPU runs
 (NGRAMSPEC_KERNEL_LIB). The model-level proof is bench/invariance_every_size.py."""
 from __future__ import annotations
@@ -109,6 +110,70 @@ def test_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, nblocks):
         got = np.full(ncols * 3, np.nan, dtype=np.float32)
         cols(n, got.ctypes.data, 3, x.ctypes.data, y.ctypes.data, row_bytes, ncols)
         assert np.array_equal(got[::3].view(np.uint32), want.view(np.uint32)), (kind, ncols)
+        assert np.isfinite(want).all()
+
+
+@pytest.mark.parametrize("kind", ["q8_0_q8_0", "q5_0_q8_0"])
+@pytest.mark.parametrize("nblocks", [1, 3, 7])
+def test_two_row_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, nblocks):
+    """Two weight rows a call (AVX-512 VNNI builds): each (row, column) is vec_dot's."""
+    assert LIB is not None
+    if not hasattr(LIB, f"ggml_vec_dot_{kind}_cols_rows2"):
+        pytest.skip("this build has no two-row column kernels (they need AVX-512 VNNI)")
+    rng = np.random.default_rng(nblocks * 31 + len(kind))
+    n = nblocks * BLOCKS[kind][1]
+    weight_bytes, row_bytes = nblocks * BLOCKS[kind][0], nblocks * BLOCKS[kind][2]
+    single = getattr(LIB, f"ggml_vec_dot_{kind}")
+    single.argtypes = [INT, PTR, SIZE, PTR, SIZE, PTR, SIZE, INT]
+    rows2 = getattr(LIB, f"ggml_vec_dot_{kind}_cols_rows2")
+    rows2.argtypes = [INT, PTR, SIZE, PTR, SIZE, PTR, SIZE, INT]
+    stride = weight_bytes + 5 * BLOCKS[kind][0]                # rows apart by more than a row
+    for ncols in range(1, 66):
+        x = _weights(kind, 2 * stride // BLOCKS[kind][0], rng)
+        y = _activations(kind, nblocks, ncols, rng)
+        want = np.zeros((ncols, 2), dtype=np.float32)
+        for c in range(ncols):
+            for r in range(2):
+                single(n, want[c, r:].ctypes.data, 0, x[r * stride:].ctypes.data, 0, y[c * row_bytes:].ctypes.data,
+                       0, 1)
+        got = np.full((ncols, 5), np.nan, dtype=np.float32)
+        rows2(n, got.ctypes.data, 5, x.ctypes.data, stride, y.ctypes.data, row_bytes, ncols)
+        assert np.array_equal(got[:, :2].view(np.uint32), want.view(np.uint32)), (kind, ncols)
+        assert np.isnan(got[:, 2:]).all()
+        assert np.isfinite(want).all()
+
+
+@pytest.mark.parametrize("n", [17, 64, 100, 664])
+def test_f16_column_kernels_equal_the_one_column_dot_bit_for_bit(n):
+    """Attention's F16 products (K and V rows against the batch's columns): lengths with and
+    without leftovers past the 64-element step; one row a call, and two where the build has it."""
+    assert LIB is not None
+    if not hasattr(LIB, "ggml_vec_dot_f16_cols"):
+        pytest.skip("this build has no F16 column kernel")
+    rng = np.random.default_rng(n)
+    single = LIB.ggml_vec_dot_f16
+    single.argtypes = [INT, PTR, SIZE, PTR, SIZE, PTR, SIZE, INT]
+    cols = LIB.ggml_vec_dot_f16_cols
+    cols.argtypes = [INT, PTR, SIZE, PTR, PTR, SIZE, INT]
+    rows2 = getattr(LIB, "ggml_vec_dot_f16_cols_rows2", None)
+    if rows2 is not None:
+        rows2.argtypes = [INT, PTR, SIZE, PTR, SIZE, PTR, SIZE, INT]
+    stride = n + 8                                            # elements from one row or column to the next
+    for ncols in range(1, 66):
+        x = rng.standard_normal(2 * stride).astype(np.float16)
+        y = rng.standard_normal(ncols * stride).astype(np.float16)
+        want = np.zeros((ncols, 2), dtype=np.float32)
+        for c in range(ncols):
+            for r in range(2):
+                single(n, want[c, r:].ctypes.data, 0, x[r * stride:].ctypes.data, 0, y[c * stride:].ctypes.data, 0, 1)
+        got = np.full((ncols, 3), np.nan, dtype=np.float32)
+        cols(n, got.ctypes.data, 3, x.ctypes.data, y.ctypes.data, 2 * stride, ncols)
+        assert np.array_equal(got[:, 0].view(np.uint32), want[:, 0].view(np.uint32)), (n, ncols)
+        if rows2 is not None:
+            got = np.full((ncols, 3), np.nan, dtype=np.float32)
+            rows2(n, got.ctypes.data, 3, x.ctypes.data, 2 * stride, y.ctypes.data, 2 * stride, ncols)
+            assert np.array_equal(got[:, :2].view(np.uint32), want.view(np.uint32)), (n, ncols)
+            assert np.isnan(got[:, 2]).all()
         assert np.isfinite(want).all()
 
 

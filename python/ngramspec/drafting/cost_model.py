@@ -80,7 +80,8 @@ class CostModel:
         self.restarts = 0               # explorations that restarted the scale
         self._max_scale = self._plausible_max()
 
-    def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False, origin: str | None = None) -> None:
+    def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False, monotone: bool = False,
+                  origin: str | None = None) -> None:
         """Start the curve from measured r(B) ({B: ratio}), which a busy machine can
         spoil. So each ratio is first clipped to what is physically plausible, [1, B]
         (a batch never costs more than B single tokens); the line through r(1) = 1
@@ -89,8 +90,15 @@ class CostModel:
         with repacked weights, where 4 rows can cost less than 3) do the measured
         sizes depart from that line, by at most a factor of two either way, with
         sizes between them interpolated and sizes beyond them on the line's slope.
-        Without ``shape`` a larger batch is never priced below a smaller one.
-        Online timings then scale the curve.
+        Without ``shape``, or with ``monotone``, a larger batch is never priced below a
+        smaller one. Online timings then scale the curve.
+
+        Why a shape matters beyond fast mode: the patched exact build's curve bends at
+        the first batch (Qwen2.5-Coder-0.5B, one token on 1 thread and batches on 2:
+        r(2) = 1.68, then 0.22 per extra row to r(65) = 15.0). The median line (slope
+        0.23) priced r(2) at 1.23, so the timings of the many short drafts pulled the
+        online scale to 2.0 and priced r(65) at 31, twice its cost, and long drafts of a
+        good prediction were cut short.
 
         When the smallest priced batch costs less than one token (batches on more
         threads: see the module docstring), the batch sizes are fitted on their own:
@@ -127,7 +135,7 @@ class CostModel:
                 top, r_top = measured[-1], extra[measured[-1]]
                 for b in range(top + 1, len(extra)):
                     extra[b] = r_top + slope * (b - top)
-        else:
+        if monotone or not shape:
             for b in range(2, len(extra)):
                 extra[b] = max(extra[b], extra[b - 1])
         self._extra, self.batch_offset = extra, offset

@@ -140,9 +140,10 @@ class CostAwarePolicy:
             self._kept.update(range(base, base + len(priors)))
 
     # -- cost ----------------------------------------------------------------
-    def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False, origin: str | None = None) -> None:
+    def calibrate(self, relative_costs: dict[int, float], *, shape: bool = False, monotone: bool = False,
+                  origin: str | None = None) -> None:
         """Start the cost curve from measured r(B): see ``CostModel.calibrate``."""
-        self.cost.calibrate(relative_costs, shape=shape, origin=origin)
+        self.cost.calibrate(relative_costs, shape=shape, monotone=monotone, origin=origin)
 
     def relative_cost(self, batch: int) -> float:
         return self.cost.relative_cost(batch)

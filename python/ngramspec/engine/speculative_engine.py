@@ -245,7 +245,9 @@ class SpeculativeEngine:
                    exact: bool) -> None:
         costs = {b: c for b, c in plan.relative_costs.items() if b <= self.max_draft + 1}
         if costs:
-            policy.calibrate(costs, shape=not exact, origin=curve_origin(plan, report))
+            # Both modes follow the measured shape (the patched exact build's curve bends too:
+            # CostModel.calibrate); exact mode's is kept non-decreasing.
+            policy.calibrate(costs, shape=True, monotone=exact, origin=curve_origin(plan, report))
 
     def _widen(self, certification: Certification) -> None:
         """The stepwise check certified more sizes (or ended): the exact plan allows

@@ -62,3 +62,20 @@ def test_the_plot_is_a_png_of_three_bars_per_workload(tmp_path):
     cli = tmp_path / "cli.png"
     assert main(["headline", str(REPORT), "--first-round", str(REPORT), "--out", str(cli)]) == 0
     assert cli.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+LONG_SMOLLM2 = (Path(__file__).resolve().parents[2] / "bench" / "results"
+                / "suite-long-smollm2-135m-patched-exact-build-epyc.json")
+
+
+def test_a_report_from_the_exact_build_with_a_stock_flags_server():
+    """Run from the exact build, a report's own llama-server methods are unprefixed; only
+    --stock-server says they are the stock column's (scripts/build_llama_server.py --stock)."""
+    (plain_read,) = collect([LONG_SMOLLM2])
+    assert SERVER not in plain_read.cells["whole_file_edit"]
+    (smol,) = collect([LONG_SMOLLM2], stock_server=[LONG_SMOLLM2])
+    edit = smol.cells["whole_file_edit"]
+    assert (edit[SERVER].mode, round(edit[SERVER].speedup, 2)) == ("mod", 1.46)
+    assert round(edit[EXACT].speedup, 2) == 1.86 and edit[EXACT].identical
+    # stock plain, read from the other build: the baseline of every column
+    assert smol.plain_tok_s["whole_file_edit"] == pytest.approx(96.8, abs=0.05)

@@ -66,10 +66,14 @@ def _name(report: dict[str, Any], build: str, method: str) -> str:
     return method if report["build"] == build else f"{build} {method}"
 
 
-def report_figures(report: dict[str, Any], first_round: bool = False) -> dict[str, dict[str, Cell]]:
+def report_figures(report: dict[str, Any], first_round: bool = False,
+                   stock_server: bool = False) -> dict[str, dict[str, Cell]]:
     """Per workload of one report, the three columns' cells. ``first_round``: the report's
     llama-servers were not restarted between rounds, so a pooled mode (POOLED_MODES)
-    counts by its first round only. Missing or failed methods are left out."""
+    counts by its first round only. ``stock_server``: the report ran from the exact build
+    with a llama-server built with the stock flags (``--llama-server``, e.g.
+    ``scripts/build_llama_server.py --stock``), so its unprefixed llama-server modes are the
+    stock column's. Missing or failed methods are left out."""
     if "other_build" not in report or {report["build"], report["other_build"]["label"]} != {"stock", "exact-build"}:
         raise ValueError("not a side-by-side report of the stock and the exact build (ngramspec bench --other-build)")
     stock_plain = _name(report, "stock", "plain")
@@ -96,7 +100,7 @@ def report_figures(report: dict[str, Any], first_round: bool = False) -> dict[st
                 if not math.isnan(x):
                     cells[label] = Cell(x, bool(m[name]["identical"]))
                 continue
-            prefix = _name(report, build, method)
+            prefix = method if stock_server else _name(report, build, method)
             best: Cell | None = None
             for name in (n for n in report["methods"] if n.startswith(prefix)):
                 mode = name[len(prefix):]
@@ -110,18 +114,21 @@ def report_figures(report: dict[str, Any], first_round: bool = False) -> dict[st
     return out
 
 
-def collect(paths: Iterable[str | Path], first_round: Iterable[str | Path] = ()) -> list[ModelFigures]:
+def collect(paths: Iterable[str | Path], first_round: Iterable[str | Path] = (),
+            stock_server: Iterable[str | Path] = ()) -> list[ModelFigures]:
     """The reports' figures, per model in the order first met. A workload that two reports
     of one model both ran is read from the first (list the main report first); a report in
-    ``first_round`` reads its pooled llama-server modes from round one only."""
+    ``first_round`` reads its pooled llama-server modes from round one only, one in
+    ``stock_server`` its unprefixed llama-server modes as the stock build's (report_figures)."""
     firsts = {Path(p).name for p in first_round}
+    stock_servers = {Path(p).name for p in stock_server}
     models: dict[str, ModelFigures] = {}
     for p in map(Path, paths):
         report = json.loads(p.read_text())
         fig = models.setdefault(report["model"], ModelFigures(report["model"], report["machine"]))
         fig.reports.append(p.name)
         plain = _name(report, "stock", "plain")
-        for w, cells in report_figures(report, p.name in firsts).items():
+        for w, cells in report_figures(report, p.name in firsts, p.name in stock_servers).items():
             if w not in fig.cells:
                 fig.cells[w] = cells
                 fig.plain_tok_s[w] = next(float(x["methods"][plain]["decode_tok_s"])

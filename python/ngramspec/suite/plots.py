@@ -175,10 +175,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     head.add_argument("--first-round", action="append", default=[], metavar="REPORT",
                       help="a report whose llama-servers were not restarted between rounds: its pooled modes "
                            "(ngram-mod) count by round one only (repeatable)")
+    head.add_argument("--stock-server", action="append", default=[], metavar="REPORT",
+                      help="a report run from the exact build whose llama-server was built with the stock "
+                           "flags (its unprefixed llama-server modes are the stock column's; repeatable)")
     head.add_argument("--out", type=Path, required=True, help="the PNG to write")
     head.add_argument("--note", default="", help="a line under the plot's title (e.g. which build ran)")
     args = parser.parse_args(argv)
-    models = collect(args.reports, args.first_round)
+    models = collect(args.reports, args.first_round, args.stock_server)
     print("\n".join(markdown_table(models)))
     print(f"wrote {draw_headline(models, args.out, args.note)}", file=sys.stderr)
     return 0

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 SCRIPT = Path(__file__).with_name("kernel_cost.py")
-SIZES = ("1", "8", "16", "32", "64")
+SIZES = ("1", "2", "4", "8", "16", "32", "64")
 
 
 def run(python: str, model: str, reps: int, depth: int | None = None) -> dict:
@@ -34,8 +34,8 @@ def main() -> None:
                     "default, 600, unless given)")
     opts = ap.parse_args()
     builds = [b.split("=", 1) for b in opts.builds]
-    print(f"| model | build | {opts.depth or 600}-token prefill | one token | B=8 | B=16 | B=32 | B=64 |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| model | build | {opts.depth or 600}-token prefill | one token | " + " | ".join(f"B={b}" for b in SIZES[1:]) + " |")
+    print("|---|---|---|---|" + "---|" * (len(SIZES) - 1))
     for model in opts.models.split(","):
         runs: dict[str, list[dict]] = {name: [] for name, _ in builds}
         for _ in range(opts.rounds):

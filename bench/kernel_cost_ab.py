@@ -34,7 +34,8 @@ def main() -> None:
                     "default, 600, unless given)")
     opts = ap.parse_args()
     builds = [b.split("=", 1) for b in opts.builds]
-    print(f"| model | build | {opts.depth or 600}-token prefill | one token | " + " | ".join(f"B={b}" for b in SIZES[1:]) + " |")
+    batches = " | ".join(f"B={b}" for b in SIZES[1:])
+    print(f"| model | build | {opts.depth or 600}-token prefill | one token | {batches} |")
     print("|---|---|---|---|" + "---|" * (len(SIZES) - 1))
     for model in opts.models.split(","):
         runs: dict[str, list[dict]] = {name: [] for name, _ in builds}

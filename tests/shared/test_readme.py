@@ -9,8 +9,8 @@ README = (ROOT / "README.md").read_text()
 RESULTS = ROOT / "bench" / "results"
 # The reports README's headline table and plot are drawn from, in the order given to
 # `python -m ngramspec.suite.plots headline` (README names them beside the table).
-REPORTS = ["suite-long-smollm2-135m-patches-0006-epyc.json",
-           "suite-long-qwen2.5-coder-0.5b-patches-0006-epyc.json"]
+REPORTS = ["suite-long-smollm2-135m-patches-0008-epyc.json",
+           "suite-long-qwen2.5-coder-0.5b-patches-0008-epyc.json"]
 FIRST_ROUND: list[str] = []
 # Run from the exact build with a llama-server built with the stock flags (--stock-server)
 STOCK_SERVER = REPORTS

@@ -66,6 +66,17 @@ def test_help(name, monkeypatch, capsys):
     assert "usage:" in capsys.readouterr().out
 
 
+def test_edit_replay_replays_its_committed_tokens(monkeypatch, capsys):
+    assert run_main("edit_replay", [str(RESULTS / "edit-replay-qwen2.5-coder-0.5b.json")], monkeypatch) == 0
+    out = capsys.readouterr().out
+    rows = {m[0]: [int(x) for x in m[1:]] for m in re.findall(r"^\| (\S+) \| (\d+) \| (\d+) \| (\d+) \|$", out, re.M)}
+    assert len(rows) == 14 and "demo" in rows and "total" in rows
+    with_set, without, hindsight = rows["demo"]
+    assert hindsight < with_set < without   # what bench/results/edit-replay-qwen2.5-coder-0.5b.md reports
+    # and the report holds this very table
+    assert out.strip() in (RESULTS / "edit-replay-qwen2.5-coder-0.5b.md").read_text()
+
+
 def test_plain_path_cost_without_a_server_prints_its_usage(monkeypatch):
     # It needs a llama-server binary (scripts/build_llama_server.py): without one, its usage.
     code = run_main("plain_path_cost", [], monkeypatch)
@@ -194,6 +205,16 @@ def test_identity_settings(smollm2_path, tmp_path, monkeypatch):
     text = report.read_text()
     assert code == 0, text
     assert re.search(r"^\| smollm2-135m \| default \| [\d, -]+ \| 2/2 \| \d+ \| \d+ \| - \|$", text, re.M)
+
+
+def test_edit_replay_records(smollm2_path, tmp_path, monkeypatch):
+    out = tmp_path / "edits.json"
+    assert run_main("edit_replay", ["--record", str(out), "--model", MODEL, "--limit", "1", "--max-tokens", "8",
+                                    "--max-draft", "2"], monkeypatch) == 0
+    data = json.loads(out.read_text())
+    (item,) = data["items"]
+    assert data["model"] == MODEL and item["name"] == "demo"
+    assert 1 <= len(item["output"]) <= 9 and len(item["prompt"]) > 100 and len(item["prediction"]) > 100
 
 
 def test_invariance_depth(smollm2_path, monkeypatch, capsys):

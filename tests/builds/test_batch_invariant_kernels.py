@@ -83,6 +83,9 @@ def _activations(kind: str, nblocks: int, ncols: int, rng: np.random.Generator) 
         n = buf.size // block
         buf.reshape(n, block)[:, :4] = rng.uniform(0.001, 0.1, n).astype(np.float32).view(np.uint8).reshape(n, 4)
     else:
+        # quantize_row_q8_0 / _q8_1 scale to +-127: -128 never occurs (patch 0009's kernel
+        # relies on it, where the one-column kernel's _mm256_sign_epi8 would wrap)
+        buf[buf == 128] = 129
         _fp16_field(buf, block, 0, rng)
         if kind == "q4_1_q8_1":
             _fp16_field(buf, block, 2, rng)                   # s

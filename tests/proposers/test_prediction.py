@@ -63,6 +63,46 @@ def test_sources_are_its_own_buckets_and_grow_with_the_match():
     assert later.sources[0] >= first.sources[0] and later.match_length == 4
 
 
+def _first_source_after(pred, output, k=4):
+    """The bucket of the first draft token offered after ``output`` was emitted, and
+    the number of buckets in each of the proposer's three sets."""
+    p = PredictionProposer(pred)
+    p.begin([])
+    for t in output:
+        p.propose(k)
+        p.accept([t])
+    return p.propose(k).sources[0], len(p.source_priors) // 3
+
+
+def test_a_resync_in_order_has_buckets_of_its_own():
+    # An edited stretch, then the prediction goes on where it was left (a hunk of a
+    # diff ends): the first draft after the resync (two tokens past the edit) takes the
+    # third set of buckets, learned apart from a resync that jumps elsewhere.
+    pred = list(range(100, 200))
+    source, n = _first_source_after(pred, pred[:30] + [7, 8] + pred[33:35])   # 2 tokens for 3
+    assert source >= 2 * n
+    source, n = _first_source_after(pred, pred[:30] + [7, 8, 9] + pred[30:32])   # 3 inserted
+    assert source >= 2 * n
+    # ... and only that draft: once it agrees, the continuing set
+    source, n = _first_source_after(pred, pred[:30] + [7, 8, 9] + pred[30:33])
+    assert n <= source < 2 * n
+
+
+def test_a_resync_that_jumps_back_takes_the_fresh_buckets():
+    # A block repeated in the prediction: after its second copy the output starts the
+    # block again (code repeats itself), which resumes nothing in order.
+    block = list(range(100, 120))
+    pred = block + list(range(200, 230)) + block + list(range(300, 330))
+    source, n = _first_source_after(pred, pred[:75] + [7] + block[:2])
+    assert source < n
+
+
+def test_a_far_jump_forward_is_not_a_resumption():
+    pred = list(range(100, 300))
+    source, n = _first_source_after(pred, pred[:10] + [7] + pred[150:152])   # 140 tokens skipped
+    assert source < n
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 6), min_size=0, max_size=40), st.lists(st.integers(0, 6), min_size=1, max_size=40),
        st.integers(1, 8))

@@ -9,10 +9,16 @@ output's recent tokens meet the prediction again, anywhere in it, and drafts
 from there. One wrong line never ends its use.
 
 Its buckets, like the copy proposer's, are the length of the match the draft
-follows (start of the output; 1; 2-3; 4-7; 8-15; 16+ tokens), each twice: fresh,
-and continuing a draft that agreed with everything the last pass emitted. The
-policy learns their acceptance, so a useless prediction is soon refused and
-costs nothing but its hindsight scoring.
+follows (start of the output; 1; 2-3; 4-7; 8-15; 16+ tokens), in three sets:
+fresh; continuing a draft that agreed with everything the last pass emitted; and
+resumed in order, the first draft after a resync that lands at most _NEAR tokens
+past where the output left the prediction (an edited line ends and the file goes
+on), apart from a resync that jumps elsewhere (code repeats itself: after a new
+function's blank lines, the next "def" of the file). Replayed with no model on
+the true tokens of the main job's edit and 12 more edits of this package's files
+(bench/edit_replay.py), the third set cut the main job's verify time by 6% and the
+others' by 0.3%. The policy learns their acceptance, so a useless
+prediction is soon refused and costs nothing but its hindsight scoring.
 
 Verification makes the output exactly what it would be without a prediction:
 the prediction only changes how many tokens each forward pass yields.
@@ -31,9 +37,14 @@ from ngramspec.proposers.base import Proposal, Proposer
 __all__ = ["PredictionProposer", "prediction_text", "prediction_usage"]
 
 _BUCKETS = 6
-# Fresh, then continuing. A prediction is the caller's own statement of what the
+#: A resync that lands this many tokens or fewer past where the output left the
+#: prediction resumes it in order (an edit's hunk ends and the file goes on).
+_NEAR = 64
+# Fresh, continuing, then resumed in order (from the fresh priors: what separates it
+# is that it learns its own). A prediction is the caller's own statement of what the
 # output will be, so it starts more trusted than a copy from the prompt.
-_PRIORS = (0.5, 0.3, 0.45, 0.6, 0.75, 0.85) + (0.6, 0.6, 0.7, 0.8, 0.9, 0.95)
+_FRESH = (0.5, 0.3, 0.45, 0.6, 0.75, 0.85)
+_PRIORS = _FRESH + (0.6, 0.6, 0.7, 0.8, 0.9, 0.95) + _FRESH
 _MAX_CANDIDATES = 256   # resync: most occurrences of the anchor examined
 _MAX_MATCH = 64         # resync: longest backward match measured
 
@@ -156,6 +167,8 @@ class PredictionProposer(Proposer):
         self._match = 0                # output tokens matched in a row, ending at _pos
         self._continuing = False
         self._last = 0                 # tokens drafted by the latest propose
+        self._lost_at = 0              # the prediction index where the output last left it
+        self._near = False             # synced again just past where it left (not yet drafted from)
 
     def _resync(self) -> None:
         ctx = self._context
@@ -179,6 +192,7 @@ class PredictionProposer(Proposer):
                 best_j, best_len = j, n
         if best_j >= 0:
             self._pos, self._match, self._synced = best_j, best_len, True
+            self._near = 0 <= best_j - self._lost_at <= _NEAR
 
     def propose(self, k: int) -> Proposal:
         if not self._synced:
@@ -188,7 +202,7 @@ class PredictionProposer(Proposer):
             return Proposal.none(self.name)
         draft = self._array[self._pos: self._pos + k]
         self._last = len(draft)
-        base = _BUCKETS if self._continuing else 0
+        base = _BUCKETS if self._continuing else 2 * _BUCKETS if self._near else 0
         cont = _BUCKETS
         sources = [base + _bucket(self._match)] + [cont + _bucket(self._match + i) for i in range(1, len(draft))]
         return Proposal(draft, sources, self.name, self._match)
@@ -203,6 +217,10 @@ class PredictionProposer(Proposer):
                 self._pos += 1
                 self._match += 1
             else:
+                if self._synced:
+                    self._lost_at = self._pos
                 self._synced, self._match, agreed = False, 0, False
+        if drafted:
+            self._near = False
         self._continuing = agreed and self._synced
 

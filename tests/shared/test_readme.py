@@ -10,7 +10,7 @@ RESULTS = ROOT / "bench" / "results"
 # The reports README's headline table and plot are drawn from, in the order given to
 # `python -m ngramspec.suite.plots headline` (README names them beside the table).
 REPORTS = ["suite-long-smollm2-135m-patches-0008-epyc.json",
-           "suite-long-qwen2.5-coder-0.5b-patches-0008-epyc.json"]
+           "suite-long-qwen2.5-coder-0.5b-patches-0009-epyc.json"]
 FIRST_ROUND: list[str] = []
 # Run from the exact build with a llama-server built with the stock flags (--stock-server)
 STOCK_SERVER = REPORTS

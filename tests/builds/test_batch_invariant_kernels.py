@@ -146,6 +146,27 @@ def test_two_row_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, nb
         assert np.isfinite(want).all()
 
 
+@pytest.mark.parametrize("kind, block", [("q8_0", 34), ("q8_1", 36)])
+def test_activations_are_quantized_to_at_most_127_in_magnitude(kind, block):
+    """The domain _activations draws from, and patch 0009 relies on: the CPU backend's own
+    quantize_row_q8_0 / _q8_1 (the mat-mul's from_float) never writes -128, whatever the
+    floats (ties at the block's maximum, signs, tiny and huge magnitudes, zeros)."""
+    assert LIB is not None
+    quantize = getattr(LIB, f"quantize_row_{kind}")
+    quantize.argtypes = [PTR, PTR, ctypes.c_int64]
+    rng = np.random.default_rng(7)
+    rows = [rng.normal(0, 1, 4096), rng.uniform(-1, 1, 4096) * 1e30, rng.uniform(-1, 1, 4096) * 1e-30,
+            -np.abs(rng.normal(0, 1, 4096)), np.repeat([-1.0, 1.0, -0.5, 0.0], 1024),
+            np.where(rng.random(4096) < 0.5, -3.0, 3.0)]
+    for x in rows:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        out = np.zeros(x.size // 32 * block, dtype=np.uint8)
+        quantize(x.ctypes.data, out.ctypes.data, x.size)
+        qs = out.reshape(-1, block)[:, block - 32:].view(np.int8)
+        assert qs.min() >= -127 and qs.max() <= 127
+        assert (qs == -127).any() or not (x < 0).any()   # the scale reaches the negative extreme
+
+
 @pytest.mark.parametrize("n", [17, 64, 100, 664])
 def test_f16_column_kernels_equal_the_one_column_dot_bit_for_bit(n):
     """Attention's F16 products (K and V rows against the batch's columns): lengths with and

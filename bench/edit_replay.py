@@ -57,29 +57,24 @@ def tasks(limit: int | None = None) -> list[tuple[str, list[dict[str, str]], str
 
 def record(path: Path, model: str, limit: int | None, max_tokens: int, max_draft: int) -> None:
     """Runs every task through exact mode and writes their tokens to ``path``."""
-    import ngramspec.drafting.drafter as drafter_module
+    from ngramspec._llama import tokenize_text
     from ngramspec.cli.common import load_model
+    from ngramspec.engine.request import prompt_tokens_for
     from ngramspec.integrations.wrapper import SpeculativeLlama
     from ngramspec.options import EngineOptions
+    from ngramspec.suite.sources import chat_formatter
 
-    seen: dict[str, list[int]] = {}
-    begin = drafter_module.Drafter.begin
-
-    def keep_prompt(self, prompt):
-        seen["prompt"] = [int(t) for t in prompt]
-        return begin(self, prompt)
-
-    drafter_module.Drafter.begin = keep_prompt  # type: ignore[method-assign]
     llm = load_model(model, 4096, None, None, rpc=None)
+    chat = chat_formatter(llm)   # the prompt as the Llama's default chat handler formats it
     spec = SpeculativeLlama(llm, options=EngineOptions(warmup=True, max_draft=max_draft))
     items = []
     for name, messages, prediction in tasks(limit):
         out = spec.create_chat_completion(messages, max_tokens=max_tokens, temperature=0,
                                           prediction={"type": "content", "content": prediction})
         text = out["choices"][0]["message"]["content"]
-        items.append({"name": name, "prompt": seen["prompt"],
+        items.append({"name": name, "prompt": prompt_tokens_for(llm, chat(messages)),
                       "output": llm.tokenize(text.encode(), add_bos=False, special=True),
-                      "prediction": llm.tokenize(prediction.encode(), add_bos=False, special=False)})
+                      "prediction": tokenize_text(llm, prediction)})
         print(f"{name}: {len(items[-1]['output'])} tokens", file=sys.stderr)
     path.write_text(json.dumps({"model": model, "items": items}))
 

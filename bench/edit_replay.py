@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -92,18 +93,14 @@ def replay_all(data: dict, cost: list[float], one_token_ms: float, max_draft: in
         p.calibrate({b + 1: c for b, c in enumerate(cost[: max_draft + 1])})
         return p
 
-    near, rows = prediction_module._NEAR, []
-    try:
-        for item in data["items"]:
-            args = (item["prompt"], item["output"], cost, allowed, max_draft)
-            prediction_module._NEAR = near
-            with_set = replay(*args, policy(), prediction=item["prediction"])[0]
-            hindsight = replay(*args, policy(), prediction=item["prediction"], hindsight=True)[0]
-            prediction_module._NEAR = -1
+    rows = []
+    for item in data["items"]:
+        args = (item["prompt"], item["output"], cost, allowed, max_draft)
+        with_set = replay(*args, policy(), prediction=item["prediction"])[0]
+        hindsight = replay(*args, policy(), prediction=item["prediction"], hindsight=True)[0]
+        with mock.patch.object(prediction_module, "_NEAR", -1):   # no resync counts as in order
             without = replay(*args, policy(), prediction=item["prediction"])[0]
-            rows.append((item["name"], *(f"{x * one_token_ms:.0f}" for x in (with_set, without, hindsight))))
-    finally:
-        prediction_module._NEAR = near
+        rows.append((item["name"], *(f"{x * one_token_ms:.0f}" for x in (with_set, without, hindsight))))
     return rows
 
 

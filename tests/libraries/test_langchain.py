@@ -16,7 +16,7 @@ from langchain_community.chat_models import ChatLlamaCpp
 from langchain_community.llms import LlamaCpp
 
 from tests.support.libraries import (
-    COPY_JSON,
+    COPY_JSON_COMPLETION,
     JSON_TEXT,
     LLAMA_SETTINGS,
     MESSAGES,
@@ -94,7 +94,7 @@ def test_chat_structured_output_speculates_under_its_grammar(chat, invariance):
 
 
 def test_llm_invoke_and_stream_speculate_with_plains_text(completion_model, invariance):
-    prompt = COPY_JSON + "\n"
+    prompt = COPY_JSON_COMPLETION
     completion_model.client.reset()
     plain = completion_model.invoke(prompt)
     completion_model.client.reset()

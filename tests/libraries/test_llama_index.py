@@ -14,7 +14,7 @@ import pytest
 from llama_index.core.llms import ChatMessage
 from llama_index.llms.llama_cpp import LlamaCPP
 
-from tests.support.libraries import COPY_JSON, LLAMA_SETTINGS, assert_speculated, wrapped_in
+from tests.support.libraries import COPY_JSON, COPY_JSON_COMPLETION, LLAMA_SETTINGS, assert_speculated, wrapped_in
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +34,9 @@ def test_llamacpp_loads_its_own_llama(li):
 
 def test_complete_speculates_with_plains_text(li, invariance):
     li._model.reset()
-    plain = li.complete(COPY_JSON)
+    plain = li.complete(COPY_JSON_COMPLETION)
     with wrapped_in(li, "_model", invariance):   # the supported way (docs/usage.md)
-        spec = li.complete(COPY_JSON)
+        spec = li.complete(COPY_JSON_COMPLETION)
         assert spec.text == plain.text and '"elderberry"' in plain.text
         assert spec.raw["choices"] == plain.raw["choices"] and spec.raw["usage"] == plain.raw["usage"]
         assert_speculated(spec.raw["speculative"])
@@ -48,13 +48,13 @@ def test_chat_and_stream_complete_speculate_with_plains_text(li, invariance):
     li._model.reset()
     plain_chat = li.chat(messages)
     li._model.reset()
-    plain_stream = list(li.stream_complete(COPY_JSON))
+    plain_stream = list(li.stream_complete(COPY_JSON_COMPLETION))
     with wrapped_in(li, "_model", invariance) as spec:
         chat = li.chat(messages)
         assert chat.message.content == plain_chat.message.content
         assert_speculated(chat.raw["speculative"])
         spec.reset()
-        stream = list(li.stream_complete(COPY_JSON))
+        stream = list(li.stream_complete(COPY_JSON_COMPLETION))
         assert stream[-1].text == plain_stream[-1].text
         assert "".join(str(part.delta) for part in stream) == stream[-1].text
         assert_speculated(spec.last_speculative)

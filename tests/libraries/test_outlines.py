@@ -20,7 +20,15 @@ import pytest
 from ngramspec.calibration.audit import AuditResult, audit_pass
 from ngramspec.calibration.invariance import BatchSizeResult, InvarianceReport
 from ngramspec.engine import generation
-from tests.support.libraries import COPY_JSON, JSON_TEXT, Fruits, assert_decoded_plainly, assert_speculated, wrap
+from tests.support.libraries import (
+    COPY_JSON,
+    COPY_JSON_COMPLETION,
+    JSON_TEXT,
+    Fruits,
+    assert_decoded_plainly,
+    assert_speculated,
+    wrap,
+)
 
 GREEDY = {"temperature": 0.0, "max_tokens": 48}
 PLAIN_REASON = "logits_processor in greedy decoding"
@@ -37,7 +45,7 @@ def _both(llm, wrapped, call, **options):
 
 @pytest.mark.parametrize("chat_mode", [True, False], ids=["chat", "completion"])
 def test_unconstrained_generation_speculates_with_plains_text(llm, wrapped, chat_mode):
-    prompt = COPY_JSON if chat_mode else COPY_JSON + "\n"
+    prompt = COPY_JSON if chat_mode else COPY_JSON_COMPLETION
     plain, spec = _both(llm, wrapped, lambda model: model(prompt, **GREEDY), chat_mode=chat_mode)
     assert spec == plain
     assert '"elderberry"' in plain

@@ -16,6 +16,12 @@ from ngramspec import SpeculativeLlama
 JSON_TEXT = '{"fruits": ["apple", "banana", "cherry", "date", "elderberry", "fig", "grape"], "count": 7}'
 #: SmolLM2-135M copies the JSON (chat, greedy): most of its answer is drafted from the prompt.
 COPY_JSON = "Copy this JSON exactly:\n" + JSON_TEXT
+#: The same copy for completion (no chat template): the pattern twice, then its third input.
+#: SmolLM2-135M continues it with the JSON on every build tried, by at least 1 nat of
+#: log-probability at each of the first 40 tokens (Zen 2 AVX2, exact build). COPY_JSON
+#: with no template is not a copy everywhere: on that CPU the exact build describes the
+#: JSON's structure instead, and the stock build copies it.
+COPY_JSON_COMPLETION = f"Input: {JSON_TEXT}\nOutput: {JSON_TEXT}\nInput: {JSON_TEXT}\nOutput:"
 MESSAGES = [{"role": "user", "content": COPY_JSON}]
 #: The Llama settings the libraries that load their own Llama are given: the `llm`
 #: fixture's (tests/conftest.py), and llama-cpp-python's own n_batch (LangChain's

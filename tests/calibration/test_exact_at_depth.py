@@ -11,7 +11,8 @@ left plain's on every long chat.
 
 Where the check certifies nothing above size 1 (the stock build, flash_attn=True:
 bench/results/exactness.md) exact mode decodes plainly, so there the test guards
-the certification (it failed before certification went deep), not speculation.
+the certification (it failed before certification went deep), not speculation, and
+runs the two deepest long chats only.
 
 Plain runs from a reset cache, as does exact mode: plain greedy's own text depends
 on the cache state on K-quant builds (docs/exactness.md). Set
@@ -89,9 +90,17 @@ def test_long_chats_are_300_to_2000_tokens(setup):
 
 def test_exact_mode_gives_plain_greedy_text_at_depth(setup):
     llm, engine, plan, prompts = setup
+    names = list(prompts)
+    if not plan.allowed[2:].any():
+        # Nothing above size 1 certified: exact mode decodes one token a pass, as plain
+        # does, and what is tested is the check's refusal. The two deepest long chats show
+        # it; the other prompts only double plain decoding's time (about 110 s a setting
+        # on 2 cores). Every prompt runs wherever sizes were certified.
+        names = sorted(conversations(), key=lambda name: len(prompts[name]))[-2:]
     differ = []
     speculated = 0
-    for name, prompt in prompts.items():
+    for name in names:
+        prompt = prompts[name]
         plain = plain_tokens(llm, prompt, MAX_TOKENS)
         llm.reset()
         gen = engine.generate(prompt, max_tokens=MAX_TOKENS)

@@ -44,15 +44,16 @@ def test_other_methods_are_the_other_builds_plain_and_those_named():
 
 
 @pytest.mark.model
-def test_the_other_build_runs_side_by_side_and_is_compared_with_its_own_plain(smollm2_path):
+def test_the_other_build_runs_side_by_side_and_is_compared_with_its_own_plain(smollm2_path, invariance):
     """This Python stands in for the other build: its methods must carry the build's
     label, produce the same text as the local plain, and be judged against their own
-    build's plain decoding."""
+    build's plain decoding. The local side takes the suite's sizes-to-17 report (the
+    other build checks its 65 sizes itself, as in a real run)."""
     from ngramspec.suite import runner, summary
 
     suite = runner.Suite(smollm2_path, quick=True, threads=1, methods=("plain", "ngramspec"),
                          workloads=["code_editing"], other_python=sys.executable, progress=False,
-                         other_methods=("plain", "ngramspec"))
+                         other_methods=("plain", "ngramspec"), invariance=invariance)
     try:
         other = suite.other
         assert other is not None

@@ -68,15 +68,16 @@ def test_server_that_exits_or_never_answers_is_an_error(tmp_path):
 
 @pytest.mark.model
 @needs_server
-def test_serve_method_matches_in_process_ngramspec(smollm2_path):
+def test_serve_method_matches_in_process_ngramspec(smollm2_path, invariance):
     from ngramspec.calibration.cost_curve import CostCurve
     from ngramspec.suite import summary
 
     # A made-up cost curve: it only feeds the report's model-free limit, and
-    # measuring one would only make this test longer.
+    # measuring one would only make this test longer; so would checking 65 sizes
+    # (the session's report goes to 17).
     cost = CostCurve([1.0 + 0.05 * b for b in range(MEASURED_MAX_BATCH)], 0.01)
     suite = runner.Suite(smollm2_path, quick=True, n_ctx=2048, threads=1, methods=("plain", "ngramspec"),
-                         progress=False, workloads=["code_editing"], cost=cost, serve=True)
+                         progress=False, workloads=["code_editing"], cost=cost, serve=True, invariance=invariance)
     try:
         assert suite.methods == ("plain", "ngramspec", SERVE_METHOD)
         proc = suite.servers[SERVE_METHOD].proc

@@ -30,7 +30,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--depth", type=int, default=600)
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="batch sizes to time, comma-separated "
+                    "(1 is always timed: the ratios' reference)")
     opts = ap.parse_args()
+    sizes = sorted({1, *(int(b) for b in opts.sizes.split(","))})
     llm = llama_cpp.Llama(models.fetch(opts.model), n_ctx=2048, n_threads=opts.threads,
                           n_threads_batch=opts.threads, verbose=False)
     with open(os.path.join(os.path.dirname(llama_cpp.__file__), "llama.py")) as f:
@@ -43,10 +46,10 @@ def main() -> None:
         llm.eval(tokens)
         prefill.append(time.perf_counter() - t0)
     llm.reset()
-    curve = measure_verify_cost(llm, max(SIZES), reps=opts.reps, context_tokens=opts.depth, sizes=SIZES)
+    curve = measure_verify_cost(llm, max(sizes), reps=opts.reps, context_tokens=opts.depth, sizes=sizes)
     print(json.dumps({"model": opts.model, "build": system_info(), "threads": opts.threads,
                       "prefill_s": statistics.median(prefill), "one_token_ms": curve.single_seconds * 1e3,
-                      "batch_ms": {b: curve(b) * curve.single_seconds * 1e3 for b in SIZES}}))
+                      "batch_ms": {b: curve(b) * curve.single_seconds * 1e3 for b in sizes}}))
 
 
 if __name__ == "__main__":

@@ -232,9 +232,11 @@ def test_invariance_every_size(smollm2_path, monkeypatch, capsys):
 def test_kernel_cost_ab_runs_kernel_cost(smollm2_path):
     # kernel_cost_ab.py runs kernel_cost.py in each build's Python: here one build, this one.
     p = run_command([sys.executable, "bench/kernel_cost_ab.py", "--models", MODEL, "--rounds", "1", "--reps", "1",
-                     "--depth", "16", f"here={sys.executable}"])
+                     "--depth", "16", "--sizes", "3", f"here={sys.executable}"])
     assert p.returncode == 0, p.stderr[-3000:]
-    assert re.search(r"^\| smollm2-135m \| here \| [\d.]+ s \| [\d.]+ ms \| [\d.]+ ms \|", p.stdout, re.M)
+    # --sizes: one token (always) and the sizes asked for, nothing else
+    assert re.search(r"^\| model \| build \| 16-token prefill \| one token \| B=3 \|$", p.stdout, re.M), p.stdout
+    assert re.search(r"^\| smollm2-135m \| here \| [\d.]+ s \| [\d.]+ ms \| [\d.]+ ms \|$", p.stdout, re.M), p.stdout
 
 
 def test_kernel_cpu_time(smollm2_path, monkeypatch, capsys):

@@ -212,7 +212,7 @@ def test_repacked_q4_K_rows_kernel_equals_the_one_row_gemv_bit_for_bit(nblocks):
     x = rng.integers(0, 256, (ncols_out // 8) * nblocks * 1152, dtype=np.uint8)
     groups = x.reshape(-1, 1152)
     groups[:, :32] = rng.uniform(0.0, 0.05, (groups.shape[0], 16)).astype(np.float16).view(np.uint8)
-    for nrows in [1, 2, 3, 4, 5, 7, 8, 16, 17, 65]:
+    for nrows in [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 16, 17, 65]:   # every tail of 4-row groups
         y = _activations("q6_K_q8_K", nblocks, nrows, rng)      # the same block_q8_K rows
         row_bytes = nblocks * 292
         want = np.zeros((nrows, ncols_out), dtype=np.float32)

@@ -8,10 +8,12 @@ Given such a FILE, it replays them through the shipped Drafter (bench/replay.py'
 ``replay``) under a cost curve, with the prediction proposer's in-order resync buckets
 and without them (``_NEAR = -1``: no resync counts as one), and with
 ``best_in_hindsight`` for the limit of the same proposals. It prints the verify time
-of each edit in milliseconds at the curve's one-token time.
+of each edit in milliseconds at the curve's one-token time; ``--perfect`` adds the
+least verify time of any drafter (every draft token right, the cheapest passes:
+ngramspec.suite.oracle.perfect_limit), the bound no proposal can beat.
 
     PYTHONPATH=python .venv/bin/python bench/edit_replay.py --record /tmp/edits.json
-    PYTHONPATH=python:. .venv/bin/python bench/edit_replay.py /tmp/edits.json --cost-curve CURVE.json
+    PYTHONPATH=python:. .venv/bin/python bench/edit_replay.py /tmp/edits.json --cost-curve CURVE.json [--perfect]
 """
 from __future__ import annotations
 
@@ -80,13 +82,18 @@ def record(path: Path, model: str, limit: int | None, max_tokens: int, max_draft
     path.write_text(json.dumps({"model": model, "items": items}))
 
 
-def replay_all(data: dict, cost: list[float], one_token_ms: float, max_draft: int = 64) -> list[tuple[str, ...]]:
-    """Per edit: (name, ms with the in-order buckets, ms without, ms in hindsight)."""
+def replay_all(data: dict, cost: list[float], one_token_ms: float, max_draft: int = 64,
+               perfect: bool = False, sizes: list[int] | None = None) -> list[tuple[str, ...]]:
+    """Per edit: (name, ms with the in-order buckets, ms without, ms in hindsight[, ms with
+    every draft token right]). ``sizes``: the verify batch sizes allowed (exact mode's
+    certified ones), else every size up to max_draft + 1."""
     import ngramspec.proposers.prediction as prediction_module
     from ngramspec.drafting.policy import CostAwarePolicy
+    from ngramspec.suite.oracle import perfect_limit
 
     max_draft = min(max_draft, len(cost) - 1)
-    allowed = np.array([False] + [True] * (max_draft + 1))
+    allowed = np.array([False] + [sizes is None or b in sizes for b in range(1, max_draft + 2)])
+    allowed[1] = True   # one token: plain decoding
 
     def policy() -> CostAwarePolicy:
         p = CostAwarePolicy(max_draft + 1, learn_cost=False)
@@ -100,7 +107,10 @@ def replay_all(data: dict, cost: list[float], one_token_ms: float, max_draft: in
         hindsight = replay(*args, policy(), prediction=item["prediction"], hindsight=True)[0]
         with mock.patch.object(prediction_module, "_NEAR", -1):   # no resync counts as in order
             without = replay(*args, policy(), prediction=item["prediction"])[0]
-        rows.append((item["name"], *(f"{x * one_token_ms:.0f}" for x in (with_set, without, hindsight))))
+        costs = [with_set, without, hindsight]
+        if perfect:   # the first token comes from prefill, as in the replays
+            costs.append(perfect_limit(len(item["output"]), cost[: max_draft + 1], allowed[1:].tolist()).cost)
+        rows.append((item["name"], *(f"{x * one_token_ms:.0f}" for x in costs)))
     return rows
 
 
@@ -112,9 +122,12 @@ def main() -> int:
     ap.add_argument("--limit", type=int, help="the first N tasks only (the demo is the first)")
     ap.add_argument("--max-tokens", type=int, default=768)
     ap.add_argument("--max-draft", type=int, default=64, help="--record: the engine's draft cap (the text is the same)")
-    ap.add_argument("--cost-curve", help='JSON {"verify_cost": [r(1), r(2), ...]} (default: the tokens file\'s '
-                    '"verify_cost", else r(B) = 1 + 0.15 (B - 1))')
+    ap.add_argument("--cost-curve", help='JSON {"verify_cost": [r(1), r(2), ...]}, with "exact_sizes": [...] to '
+                    'verify with those batch sizes only (default: the tokens file\'s "verify_cost", else '
+                    'r(B) = 1 + 0.15 (B - 1))')
     ap.add_argument("--one-token-ms", type=float, default=22.7, help="the curve's one-token time, for the ms columns")
+    ap.add_argument("--perfect", action="store_true", help="add a column: the least verify time of any drafter "
+                    "(every draft token right)")
     opts = ap.parse_args()
     if opts.record:
         record(opts.record, opts.model, opts.limit, opts.max_tokens, opts.max_draft)
@@ -122,15 +135,17 @@ def main() -> int:
     if not opts.tokens:
         ap.error("give a --record file to replay, or --record FILE")
     data = json.loads(Path(opts.tokens).read_text())
-    cost = (json.loads(Path(opts.cost_curve).read_text())["verify_cost"] if opts.cost_curve
-            else data.get("verify_cost") or [1.0 + 0.15 * b for b in range(65)])
-    rows = replay_all(data, cost, opts.one_token_ms)
-    print("| edit | verify ms, in-order buckets | without them | in hindsight |")
-    print("|---|---|---|---|")
+    curve = json.loads(Path(opts.cost_curve).read_text()) if opts.cost_curve else data
+    cost = curve.get("verify_cost") or [1.0 + 0.15 * b for b in range(65)]
+    sizes = [int(b) for b in curve["exact_sizes"]] if "exact_sizes" in curve else None
+    rows = replay_all(data, cost, opts.one_token_ms, perfect=opts.perfect, sizes=sizes)
+    print("| edit | verify ms, in-order buckets | without them | in hindsight |" + (" every draft token right |"
+                                                                                  if opts.perfect else ""))
+    print("|---|---|---|---|" + ("---|" if opts.perfect else ""))
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    total = [sum(float(r[i]) for r in rows) for i in (1, 2, 3)]
-    print(f"| total | {total[0]:.0f} | {total[1]:.0f} | {total[2]:.0f} |")
+    total = [sum(float(r[i]) for r in rows) for i in range(1, len(rows[0]))]
+    print("| total | " + " | ".join(f"{t:.0f}" for t in total) + " |")
     return 0
 
 

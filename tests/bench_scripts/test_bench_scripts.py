@@ -77,6 +77,18 @@ def test_edit_replay_replays_its_committed_tokens(monkeypatch, capsys):
     assert out.strip() in (RESULTS / "edit-replay-qwen2.5-coder-0.5b.md").read_text()
 
 
+def test_edit_replay_perfect_column_bounds_every_replay(monkeypatch, capsys):
+    assert run_main("edit_replay", [str(RESULTS / "edit-replay-qwen2.5-coder-0.5b.json"), "--perfect"],
+                    monkeypatch) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(r"^\| (\S+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", out, re.M)
+    assert len(rows) == 14 and "every draft token right" in out
+    for name, *ms in rows:
+        with_set, without, hindsight, perfect = (int(x) for x in ms)
+        # No drafter verifies the output in less time than every token drafted right.
+        assert 0 < perfect <= min(with_set, without, hindsight), name
+
+
 def test_plain_path_cost_without_a_server_prints_its_usage(monkeypatch):
     # It needs a llama-server binary (scripts/build_llama_server.py): without one, its usage.
     code = run_main("plain_path_cost", [], monkeypatch)

@@ -26,7 +26,7 @@ from unittest import mock
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay import replay  # noqa: E402
+from replay import load_curve, replay  # noqa: E402
 
 #: (file under python/ngramspec, instruction); the instructions cycle over the files
 FILES = ["arg_checks.py", "server/settings.py", "suite/sample_prompts.py", "rpc/errors.py", "suite/provenance.py",
@@ -135,9 +135,9 @@ def main() -> int:
     if not opts.tokens:
         ap.error("give a --record file to replay, or --record FILE")
     data = json.loads(Path(opts.tokens).read_text())
-    curve = json.loads(Path(opts.cost_curve).read_text()) if opts.cost_curve else data
-    cost = curve.get("verify_cost") or [1.0 + 0.15 * b for b in range(65)]
-    sizes = [int(b) for b in curve["exact_sizes"]] if "exact_sizes" in curve else None
+    # replay.py's curve reader: its presets, bare lists, GPU results and "exact_sizes".
+    cost, sizes = (load_curve(opts.cost_curve, data) if opts.cost_curve
+                   else (data.get("verify_cost") or [1.0 + 0.15 * b for b in range(65)], None))
     rows = replay_all(data, cost, opts.one_token_ms, perfect=opts.perfect, sizes=sizes)
     print("| edit | verify ms, in-order buckets | without them | in hindsight |" + (" every draft token right |"
                                                                                   if opts.perfect else ""))

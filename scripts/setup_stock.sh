@@ -1,17 +1,38 @@
 #!/usr/bin/env bash
 # Sets up ./.venv-stock: the same pinned llama-cpp-python built as a plain
 # `pip install llama-cpp-python` builds it (default flags: llamafile's sgemm and
-# CPU repack on), cached like the exact wheel, plus ngramspec and its test tools.
-# The tests marked `stock` run exact mode's identity checks there. Safe to run again.
+# CPU repack on), cached like the exact wheel, and the ngramspec wheel scripts/setup.sh
+# built. Run scripts/setup.sh first: the test tools are not installed a second time
+# (1.5 minutes of pip on a fresh machine). A .pth file adds .venv's site-packages after
+# this venv's own, so this venv's llama-cpp-python and ngramspec are the ones imported
+# and everything else comes from .venv. The tests marked `stock` run exact mode's
+# identity checks here. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
+WHEELS=(build/wheel/ngramspec-*.whl)
+if [ ! -x .venv/bin/python ] || [ ! -f "${WHEELS[0]}" ]; then
+    echo "setup_stock.sh: run scripts/setup.sh first (.venv and build/wheel: the test tools and ngramspec's wheel)" >&2
+    exit 1
+fi
 [ -x .venv-stock/bin/python ] || "$PYTHON" -m venv .venv-stock
 VPY=.venv-stock/bin/python
+version='import sys; print(sys.version_info[:2])'
+if [ "$("$VPY" -c "$version")" != "$(.venv/bin/python -c "$version")" ]; then
+    echo "setup_stock.sh: .venv-stock and .venv have different Pythons: remove .venv-stock, run again with PYTHON set" >&2
+    exit 1
+fi
 
-"$VPY" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
-# instructor and llama-index-llms-llama-cpp without their dependencies (requirements-nodeps.txt says why).
-"$VPY" -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+# llama-cpp-python's own dependencies (numpy...) pinned as in .venv; platformdirs for
+# install_llama_cpp.py (the wheel cache's folder). The .pth comes last, so that the
+# install sees this venv alone.
+export PIP_CONSTRAINT="$PWD/requirements-dev.txt"
+"$VPY" -m pip install -q --disable-pip-version-check platformdirs
 "$VPY" scripts/install_llama_cpp.py --stock
-"$VPY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+"$VPY" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "${WHEELS[0]}"
+purelib='import sysconfig; print(sysconfig.get_paths()["purelib"])'
+# site.addsitedir, not a bare path: .venv's own .pth files are read too.
+echo "import site; site.addsitedir('$(.venv/bin/python -c "$purelib")')" > "$("$VPY" -c "$purelib")/ngramspec-dev-tools.pth"
+"$VPY" -c "import llama_cpp, ngramspec, pytest, fastapi
+assert '.venv-stock' in llama_cpp.__file__ and '.venv-stock' in ngramspec.__file__, (llama_cpp.__file__, ngramspec.__file__)"

@@ -24,11 +24,10 @@ if [ "$("$VPY" -c "$version")" != "$(.venv/bin/python -c "$version")" ]; then
     exit 1
 fi
 
-# llama-cpp-python's own dependencies (numpy...) pinned as in .venv; platformdirs for
-# install_llama_cpp.py (the wheel cache's folder). The .pth comes last, so that the
-# install sees this venv alone.
-export PIP_CONSTRAINT="$PWD/requirements-dev.txt"
-"$VPY" -m pip install -q --disable-pip-version-check platformdirs
+# numpy (llama-cpp-python's) pinned as in .venv; platformdirs and tqdm for
+# install_llama_cpp.py (the wheel cache's folder, the build's progress bar). The .pth
+# comes last, so that the install sees this venv alone.
+"$VPY" -m pip install -q --disable-pip-version-check -c requirements-dev.txt numpy platformdirs tqdm
 "$VPY" scripts/install_llama_cpp.py --stock
 "$VPY" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "${WHEELS[0]}"
 purelib='import sysconfig; print(sysconfig.get_paths()["purelib"])'

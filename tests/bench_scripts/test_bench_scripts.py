@@ -169,6 +169,14 @@ def test_argmax_cost(smollm2_path, monkeypatch, capsys):
                      capsys.readouterr().out)
 
 
+def test_output_matrix_cost(smollm2_path, monkeypatch, capsys):
+    run_main("output_matrix_cost", [MODEL, "--size", "4", "--rounds", "2"], monkeypatch)
+    m = re.search(r"smollm2-135m: 4 rows 300 deep, threads \d+/\d+: every row's logits ([\d.]+) ms, "
+                  r"the last row's only ([\d.]+) ms: the output matrix for 3 rows is -?\d+% of the pass",
+                  capsys.readouterr().out)
+    assert m and float(m.group(1)) > 0 and float(m.group(2)) > 0
+
+
 def test_contention(smollm2_path, monkeypatch, capsys):
     run_main("contention", ["--model", MODEL, "--rounds", "1", "--load", "none", "--max-tokens", "16",
                             "--max-draft", "2"], monkeypatch)

@@ -13,8 +13,7 @@ import statistics
 import time
 from pathlib import Path
 
-from llama_cpp._internals import LlamaBatch
-
+from ngramspec import _llama
 from ngramspec.models import load_llama
 
 DEPTH = 300
@@ -35,16 +34,15 @@ def main() -> None:
         assert len(tokens) == DEPTH + opts.size, f"{TEXT.name} is too short for {opts.size} rows"
         llm.reset()
         llm.eval(tokens[:DEPTH])
-        batch = LlamaBatch(n_tokens=opts.size, embd=0, n_seq_max=1)
+        batch = _llama.Batch(opts.size)
         seconds: dict[bool, list[float]] = {True: [], False: []}
         for r in range(opts.rounds):
             for every_row in (True, False):
-                batch.set_batch(tokens[DEPTH:], n_past=DEPTH, logits_all=every_row)
-                batch.batch.logits[opts.size - 1] = True
+                batch.fill(tokens[DEPTH:], DEPTH, all_logits=every_row)   # the last row's logits either way
                 t0 = time.perf_counter()
-                llm._ctx.decode(batch)
+                _llama.decode(llm, batch)
                 dt = time.perf_counter() - t0
-                llm._ctx.kv_cache_seq_rm(-1, DEPTH, -1)
+                _llama.remove_from(llm, DEPTH)
                 if r:
                     seconds[every_row].append(dt)
         every, last = statistics.median(seconds[True]), statistics.median(seconds[False])

@@ -146,6 +146,38 @@ def test_two_row_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, nb
         assert np.isfinite(want).all()
 
 
+@pytest.mark.parametrize("kind", ["q8_0_q8_0", "q5_0_q8_0", "q4_1_q8_1"])
+@pytest.mark.parametrize("nblocks", [1, 2, 3, 7])
+def test_row_block_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, nblocks):
+    """A block of weight rows a call, the columns' scales converted once for them (AVX2 builds
+    without the AVX-512 VNNI kernels): each (row, column) is vec_dot's, at every count of rows
+    the mat-mul passes (1-16) and every count of columns, 4 a group and a tail of 1-3."""
+    assert LIB is not None
+    if not hasattr(LIB, f"ggml_vec_dot_{kind}_cols_rows"):
+        pytest.skip("this build has no row-block column kernels (AVX2 builds without AVX-512 VNNI have them)")
+    rng = np.random.default_rng(nblocks * 53 + len(kind))
+    n = nblocks * BLOCKS[kind][1]
+    weight_bytes, row_bytes = nblocks * BLOCKS[kind][0], nblocks * BLOCKS[kind][2]
+    single = getattr(LIB, f"ggml_vec_dot_{kind}")
+    single.argtypes = [INT, PTR, SIZE, PTR, SIZE, PTR, SIZE, INT]
+    rows = getattr(LIB, f"ggml_vec_dot_{kind}_cols_rows")
+    rows.argtypes = [INT, PTR, SIZE, PTR, SIZE, INT, PTR, SIZE, INT]
+    stride = weight_bytes + 3 * BLOCKS[kind][0]                # rows apart by more than a row
+    for nrows, ncols in [(r, c) for r in (1, 2, 3, 5, 16) for c in range(1, 66)] + [(r, 8) for r in range(1, 17)]:
+        x = _weights(kind, nrows * stride // BLOCKS[kind][0], rng)
+        y = _activations(kind, nblocks, ncols, rng)
+        want = np.zeros((ncols, nrows), dtype=np.float32)
+        for c in range(ncols):
+            for r in range(nrows):
+                single(n, want[c, r:].ctypes.data, 0, x[r * stride:].ctypes.data, 0, y[c * row_bytes:].ctypes.data,
+                       0, 1)
+        got = np.full((ncols, nrows + 2), np.nan, dtype=np.float32)
+        rows(n, got.ctypes.data, nrows + 2, x.ctypes.data, stride, nrows, y.ctypes.data, row_bytes, ncols)
+        assert np.array_equal(got[:, :nrows].view(np.uint32), want.view(np.uint32)), (kind, nrows, ncols)
+        assert np.isnan(got[:, nrows:]).all()
+        assert np.isfinite(want).all()
+
+
 @pytest.mark.parametrize("kind, block", [("q8_0", 34), ("q8_1", 36)])
 def test_activations_are_quantized_to_at_most_127_in_magnitude(kind, block):
     """The domain _activations draws from, and patch 0009 relies on: the CPU backend's own

@@ -92,6 +92,21 @@ def _activations(kind: str, nblocks: int, ncols: int, rng: np.random.Generator) 
     return buf
 
 
+def _one_column_results(kind: str, n: int, x: np.ndarray, stride: int, nrows: int, y: np.ndarray,
+                        row_bytes: int, ncols: int) -> np.ndarray:
+    """vec_dot on each (weight row r at x[r * stride:], column c at y[c * row_bytes:]) alone:
+    the reference, as [column, row]."""
+    assert LIB is not None
+    single = getattr(LIB, f"ggml_vec_dot_{kind}")
+    single.argtypes = [INT, PTR, SIZE, PTR, SIZE, PTR, SIZE, INT]
+    want = np.zeros((ncols, nrows), dtype=np.float32)
+    for c in range(ncols):
+        for r in range(nrows):
+            single(n, want[c, r:].ctypes.data, 0, x[r * stride:].ctypes.data, 0, y[c * row_bytes:].ctypes.data, 0, 1)
+    assert np.isfinite(want).all()
+    return want
+
+
 @pytest.mark.parametrize("kind", sorted(BLOCKS))
 @pytest.mark.parametrize("nblocks", [1, 3, 7])
 def test_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, nblocks):
@@ -126,24 +141,17 @@ def test_two_row_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, nb
     rng = np.random.default_rng(nblocks * 31 + len(kind))
     n = nblocks * BLOCKS[kind][1]
     weight_bytes, row_bytes = nblocks * BLOCKS[kind][0], nblocks * BLOCKS[kind][2]
-    single = getattr(LIB, f"ggml_vec_dot_{kind}")
-    single.argtypes = [INT, PTR, SIZE, PTR, SIZE, PTR, SIZE, INT]
     rows2 = getattr(LIB, f"ggml_vec_dot_{kind}_cols_rows2")
     rows2.argtypes = [INT, PTR, SIZE, PTR, SIZE, PTR, SIZE, INT]
     stride = weight_bytes + 5 * BLOCKS[kind][0]                # rows apart by more than a row
     for ncols in range(1, 66):
         x = _weights(kind, 2 * stride // BLOCKS[kind][0], rng)
         y = _activations(kind, nblocks, ncols, rng)
-        want = np.zeros((ncols, 2), dtype=np.float32)
-        for c in range(ncols):
-            for r in range(2):
-                single(n, want[c, r:].ctypes.data, 0, x[r * stride:].ctypes.data, 0, y[c * row_bytes:].ctypes.data,
-                       0, 1)
+        want = _one_column_results(kind, n, x, stride, 2, y, row_bytes, ncols)
         got = np.full((ncols, 5), np.nan, dtype=np.float32)
         rows2(n, got.ctypes.data, 5, x.ctypes.data, stride, y.ctypes.data, row_bytes, ncols)
         assert np.array_equal(got[:, :2].view(np.uint32), want.view(np.uint32)), (kind, ncols)
         assert np.isnan(got[:, 2:]).all()
-        assert np.isfinite(want).all()
 
 
 @pytest.mark.parametrize("kind", ["q8_0_q8_0", "q5_0_q8_0", "q4_1_q8_1"])
@@ -158,24 +166,17 @@ def test_row_block_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, 
     rng = np.random.default_rng(nblocks * 53 + len(kind))
     n = nblocks * BLOCKS[kind][1]
     weight_bytes, row_bytes = nblocks * BLOCKS[kind][0], nblocks * BLOCKS[kind][2]
-    single = getattr(LIB, f"ggml_vec_dot_{kind}")
-    single.argtypes = [INT, PTR, SIZE, PTR, SIZE, PTR, SIZE, INT]
     rows = getattr(LIB, f"ggml_vec_dot_{kind}_cols_rows")
     rows.argtypes = [INT, PTR, SIZE, PTR, SIZE, INT, PTR, SIZE, INT]
     stride = weight_bytes + 3 * BLOCKS[kind][0]                # rows apart by more than a row
     for nrows, ncols in [(r, c) for r in (1, 2, 3, 5, 16) for c in range(1, 66)] + [(r, 8) for r in range(1, 17)]:
         x = _weights(kind, nrows * stride // BLOCKS[kind][0], rng)
         y = _activations(kind, nblocks, ncols, rng)
-        want = np.zeros((ncols, nrows), dtype=np.float32)
-        for c in range(ncols):
-            for r in range(nrows):
-                single(n, want[c, r:].ctypes.data, 0, x[r * stride:].ctypes.data, 0, y[c * row_bytes:].ctypes.data,
-                       0, 1)
+        want = _one_column_results(kind, n, x, stride, nrows, y, row_bytes, ncols)
         got = np.full((ncols, nrows + 2), np.nan, dtype=np.float32)
         rows(n, got.ctypes.data, nrows + 2, x.ctypes.data, stride, nrows, y.ctypes.data, row_bytes, ncols)
         assert np.array_equal(got[:, :nrows].view(np.uint32), want.view(np.uint32)), (kind, nrows, ncols)
         assert np.isnan(got[:, nrows:]).all()
-        assert np.isfinite(want).all()
 
 
 @pytest.mark.parametrize("kind, block", [("q8_0", 34), ("q8_1", 36)])

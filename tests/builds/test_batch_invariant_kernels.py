@@ -255,3 +255,68 @@ def test_repacked_q4_K_rows_kernel_equals_the_one_row_gemv_bit_for_bit(nblocks):
         rows(n, got.ctypes.data, ncols_out + 3, x.ctypes.data, y.ctypes.data, nrows, ncols_out)
         assert np.array_equal(got[:, :ncols_out].view(np.uint32), want.view(np.uint32)), nrows
         assert np.isfinite(want).all()
+
+
+class _InitParams(ctypes.Structure):
+    _fields_ = [("mem_size", SIZE), ("mem_buffer", PTR), ("no_alloc", ctypes.c_bool)]
+
+
+def _ggml_base() -> ctypes.CDLL:
+    """libggml-base beside the kernels' library: the graph API (ggml_init, ggml_mul_mat, ...)."""
+    assert LIB is not None
+    lib = ctypes.CDLL(str(Path(LIB._name).parent / "libggml-base.so"))
+    lib.ggml_init.argtypes, lib.ggml_init.restype = [_InitParams], PTR
+    lib.ggml_new_tensor_2d.argtypes, lib.ggml_new_tensor_2d.restype = [PTR, INT, ctypes.c_int64, ctypes.c_int64], PTR
+    lib.ggml_mul_mat.argtypes, lib.ggml_mul_mat.restype = [PTR, PTR, PTR], PTR
+    lib.ggml_new_graph.argtypes, lib.ggml_new_graph.restype = [PTR], PTR
+    lib.ggml_build_forward_expand.argtypes, lib.ggml_build_forward_expand.restype = [PTR, PTR], None
+    lib.ggml_get_data.argtypes, lib.ggml_get_data.restype = [PTR], PTR
+    lib.ggml_free.argtypes, lib.ggml_free.restype = [PTR], None
+    return lib
+
+
+GGML_TYPE_F32, GGML_TYPE_Q6_K = 0, 14
+
+
+def _mul_mat_q6_K(base: ctypes.CDLL, weights: np.ndarray, nrows: int, k: int, acts: np.ndarray) -> np.ndarray:
+    """ggml_mul_mat of Q6_K weights (nrows x k) by F32 activations (columns x k), through the
+    CPU backend's own graph compute (2 threads): whichever kernel it picks for the batch."""
+    assert LIB is not None
+    ncols = acts.shape[0]
+    ctx = base.ggml_init(_InitParams(weights.nbytes + acts.nbytes + 4 * nrows * ncols + (16 << 20), None, False))
+    try:
+        w = base.ggml_new_tensor_2d(ctx, GGML_TYPE_Q6_K, k, nrows)
+        a = base.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, ncols)
+        ctypes.memmove(base.ggml_get_data(w), weights.ctypes.data, weights.nbytes)
+        ctypes.memmove(base.ggml_get_data(a), acts.ctypes.data, acts.nbytes)
+        out = base.ggml_mul_mat(ctx, w, a)
+        graph = base.ggml_new_graph(ctx)
+        base.ggml_build_forward_expand(graph, out)
+        LIB.ggml_graph_compute_with_ctx.argtypes = [PTR, PTR, INT]
+        assert LIB.ggml_graph_compute_with_ctx(ctx, graph, 2) == 0
+        got = np.empty((ncols, nrows), dtype=np.float32)
+        ctypes.memmove(got.ctypes.data, base.ggml_get_data(out), got.nbytes)
+        return got
+    finally:
+        base.ggml_free(ctx)
+
+
+@pytest.mark.parametrize("nblocks, nrows", [(3, 40), (6, 272)])
+def test_q6_K_mul_mat_of_any_batch_equals_each_column_alone_bit_for_bit(nblocks, nrows):
+    """Patch 0013: Q6_K's vec_dot, column kernels and the tiled matmul (which takes 8 or
+    more columns) end each block the same way, so a mat-mul of any batch, below the
+    batch-invariant threshold and above it (prompt processing), gives each column the bits
+    it gets alone. Before 0013 the tiled matmul summed another way: columns differed from
+    66 on. 272 weight rows cross the tiled matmul's 256-row window; 3 and 6 blocks give its
+    narrow (up to 16 columns) path different K chunks."""
+    assert LIB is not None
+    base = _ggml_base()
+    rng = np.random.default_rng(nblocks * 7 + nrows)
+    k = nblocks * 256
+    weights = _weights("q6_K_q8_K", nblocks * nrows, rng)
+    acts = rng.standard_normal((80, k)).astype(np.float32)
+    alone = np.stack([_mul_mat_q6_K(base, weights, nrows, k, acts[c:c + 1])[0] for c in range(80)])
+    assert np.isfinite(alone).all()
+    for ncols in [*range(2, 18), 31, 32, 33, 64, 65, 66, 67, 80]:
+        got = _mul_mat_q6_K(base, weights, nrows, k, acts[:ncols])
+        assert np.array_equal(got.view(np.uint32), alone[:ncols].view(np.uint32)), ncols

@@ -275,17 +275,28 @@ def _ggml_base() -> ctypes.CDLL:
     return lib
 
 
-GGML_TYPE_F32, GGML_TYPE_Q6_K = 0, 14
+GGML_TYPE_F32 = 0
+#: K-quant weight types: ggml type number, block bytes, where the fp16 d (and dmin) sit.
+K_QUANTS = {"q4_K": (12, 144, (0, 2)), "q5_K": (13, 176, (0, 2)), "q6_K": (14, 210, (208,))}
 
 
-def _mul_mat_q6_K(base: ctypes.CDLL, weights: np.ndarray, nrows: int, k: int, acts: np.ndarray) -> np.ndarray:
-    """ggml_mul_mat of Q6_K weights (nrows x k) by F32 activations (columns x k), through the
+def _k_quant_weights(kind: str, nblocks: int, rng: np.random.Generator) -> np.ndarray:
+    """Random blocks of a K-quant type: any bytes, with valid fp16 scales."""
+    block = K_QUANTS[kind][1]
+    buf = rng.integers(0, 256, nblocks * block, dtype=np.uint8)
+    for offset in K_QUANTS[kind][2]:
+        _fp16_field(buf, block, offset, rng)
+    return buf
+
+
+def _mul_mat(base: ctypes.CDLL, kind: str, weights: np.ndarray, nrows: int, k: int, acts: np.ndarray) -> np.ndarray:
+    """ggml_mul_mat of K-quant weights (nrows x k) by F32 activations (columns x k), through the
     CPU backend's own graph compute (2 threads): whichever kernel it picks for the batch."""
     assert LIB is not None
     ncols = acts.shape[0]
     ctx = base.ggml_init(_InitParams(weights.nbytes + acts.nbytes + 4 * nrows * ncols + (16 << 20), None, False))
     try:
-        w = base.ggml_new_tensor_2d(ctx, GGML_TYPE_Q6_K, k, nrows)
+        w = base.ggml_new_tensor_2d(ctx, K_QUANTS[kind][0], k, nrows)
         a = base.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, ncols)
         ctypes.memmove(base.ggml_get_data(w), weights.ctypes.data, weights.nbytes)
         ctypes.memmove(base.ggml_get_data(a), acts.ctypes.data, acts.nbytes)
@@ -301,22 +312,24 @@ def _mul_mat_q6_K(base: ctypes.CDLL, weights: np.ndarray, nrows: int, k: int, ac
         base.ggml_free(ctx)
 
 
+@pytest.mark.parametrize("kind", sorted(K_QUANTS))
 @pytest.mark.parametrize("nblocks, nrows", [(3, 40), (6, 272)])
-def test_q6_K_mul_mat_of_any_batch_equals_each_column_alone_bit_for_bit(nblocks, nrows):
-    """Patch 0013: Q6_K's vec_dot, column kernels and the tiled matmul (which takes 8 or
-    more columns) end each block the same way, so a mat-mul of any batch, below the
-    batch-invariant threshold and above it (prompt processing), gives each column the bits
-    it gets alone. Before 0013 the tiled matmul summed another way: columns differed from
-    66 on. 272 weight rows cross the tiled matmul's 256-row window; 3 and 6 blocks give its
-    narrow (up to 16 columns) path different K chunks."""
+def test_k_quant_mul_mat_of_any_batch_equals_each_column_alone_bit_for_bit(kind, nblocks, nrows):
+    """Patches 0013-0014: the Q4_K, Q5_K and Q6_K vec_dots (and Q6_K's column kernels) end
+    each block as the tiled matmul does, which takes 8 or more columns, so a mat-mul of any
+    batch, below the batch-invariant threshold and above it (prompt processing), gives each
+    column the bits it gets alone. Before them the tiled matmul, which the exact build kept
+    for batches over 65, summed another way: columns differed from 66 on. 272 weight rows
+    cross the tiled matmul's 256-row window; 3 and 6 blocks give its narrow (up to 16
+    columns) path different K chunks."""
     assert LIB is not None
     base = _ggml_base()
-    rng = np.random.default_rng(nblocks * 7 + nrows)
+    rng = np.random.default_rng(nblocks * 7 + nrows + len(kind))
     k = nblocks * 256
-    weights = _weights("q6_K_q8_K", nblocks * nrows, rng)
+    weights = _k_quant_weights(kind, nblocks * nrows, rng)
     acts = rng.standard_normal((80, k)).astype(np.float32)
-    alone = np.stack([_mul_mat_q6_K(base, weights, nrows, k, acts[c:c + 1])[0] for c in range(80)])
+    alone = np.stack([_mul_mat(base, kind, weights, nrows, k, acts[c:c + 1])[0] for c in range(80)])
     assert np.isfinite(alone).all()
     for ncols in [*range(2, 18), 31, 32, 33, 64, 65, 66, 67, 80]:
-        got = _mul_mat_q6_K(base, weights, nrows, k, acts[:ncols])
+        got = _mul_mat(base, kind, weights, nrows, k, acts[:ncols])
         assert np.array_equal(got.view(np.uint32), alone[:ncols].view(np.uint32)), ncols

@@ -369,3 +369,23 @@ def test_tiled_cost(smollm2_path, monkeypatch, capsys):
     run_main("tiled_cost", [MODEL, "--tokens", "64"], monkeypatch)
     assert re.search(r"^smollm2-135m GGML_CPU_TILED_MM=\S+ threads=2: prefill of \d+ tokens [\d.]+ s, "
                      r"one-token decode [\d.]+ ms$", capsys.readouterr().out, re.M)
+
+
+def test_mul_mat_cost_times_each_build_and_environment():
+    # two "builds": this Python, and this Python with the tiled matmul switched off
+    p = run_command([sys.executable, "bench/mul_mat_cost.py", "--type", "q6_K", "--shape", "64,512", "--sizes",
+                     "1,9", "--rounds", "1", "--reps", "1", f"here={sys.executable}",
+                     f"cols=GGML_CPU_TILED_MM=0@{sys.executable}"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert re.search(r"^\| build \| B=1 \| B=9 \|$", p.stdout, re.M), p.stdout
+    assert re.search(r"^\| here \| [\d.]+ \| [\d.]+ \|$", p.stdout, re.M), p.stdout
+    assert re.search(r"^\| cols \| [\d.]+ \([\d.]+x\) \| [\d.]+ \([\d.]+x\) \|$", p.stdout, re.M), p.stdout
+
+
+@pytest.mark.parametrize("args, message", [(["here"], "a build is name=python"),
+                                           (["x=FOO@/bin/python"], "is not VAR=VALUE"),
+                                           (["--shape", "4,100", "x=python"], "need a multiple of 256"),
+                                           ([], "name at least one build")])
+def test_mul_mat_cost_refuses_bad_input(args, message, monkeypatch):
+    code = run_main("mul_mat_cost", args, monkeypatch)
+    assert isinstance(code, str) and message in code, code

@@ -2,6 +2,11 @@
 run in each build's Python, alternating, for several rounds, on each model; prints a
 Markdown table of medians and each build's ratio to the first (the stock build).
 
+Each round starts one build later than the last (stock, exact; then exact, stock), so no
+build always runs right after another: with a fixed order two runs of the same kernels
+differed by up to 1.43x (bench/results/exact-kernels-0014-xeon-avx512.md). With two or more
+rounds a ratio cell also gives the range of the per-round ratios.
+
     .venv/bin/python bench/kernel_cost_ab.py --rounds 2 --models smollm2-135m,qwen2.5-coder-0.5b \\
         stock=.venv-stock/bin/python exact=.venv/bin/python
 """
@@ -24,6 +29,18 @@ def run(python: str, model: str, reps: int, depth: int | None = None, sizes: tup
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def round_order(builds: list[list[str]], round_no: int) -> list[list[str]]:
+    """The builds in the order round `round_no` runs them: rotated by one each round."""
+    k = round_no % len(builds)
+    return builds[k:] + builds[:k]
+
+
+def ratio_cell(value: float, ref: float, per_round: list[float], unit: str, digits: int) -> str:
+    """'12.3 ms (1.02x)', with ', 0.97-1.08' inside the brackets when there are rounds to span."""
+    spread = f", {min(per_round):.2f}-{max(per_round):.2f}" if len(per_round) > 1 else ""
+    return f"{value:.{digits}f} {unit} ({value / ref:.2f}x{spread})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("builds", nargs="+", help="name=python, the first is the reference")
@@ -36,22 +53,31 @@ def main() -> None:
     opts = ap.parse_args()
     sizes = tuple(str(b) for b in sorted({1, *(int(b) for b in opts.sizes.split(","))}))
     builds = [b.split("=", 1) for b in opts.builds]
+    names = [b[0] for b in builds]
+    if any(len(b) != 2 or not b[0] or not b[1] for b in builds) or len(set(names)) != len(names):
+        ap.error(f"builds must be distinct name=python pairs, got {opts.builds}")
+    if opts.rounds < 1 or opts.reps < 1:
+        ap.error("--rounds and --reps must be at least 1")
     batches = " | ".join(f"B={b}" for b in sizes[1:])
     print(f"| model | build | {opts.depth or 600}-token prefill | one token | {batches} |")
     print("|---|---|---|---|" + "---|" * (len(sizes) - 1))
     for model in opts.models.split(","):
         runs: dict[str, list[dict]] = {name: [] for name, _ in builds}
-        for _ in range(opts.rounds):
-            for name, python in builds:
+        for r in range(opts.rounds):
+            for name, python in round_order(builds, r):
                 runs[name].append(run(python, model, opts.reps, opts.depth, sizes))
-        med = {name: {"prefill": statistics.median(r["prefill_s"] for r in rs),
-                      **{b: statistics.median(r["batch_ms"][b] for r in rs) for b in sizes}}
-               for name, rs in runs.items()}
-        ref = med[builds[0][0]]
+        # one row of values per round: prefill in s, then each size in ms
+        rows = {name: [[x["prefill_s"], *(x["batch_ms"][b] for b in sizes)] for x in rs] for name, rs in runs.items()}
+        ref_name = builds[0][0]
+        ref = [statistics.median(col) for col in zip(*rows[ref_name])]
         for name, _ in builds:
-            m = med[name]
-            cells = [f"{m['prefill']:.2f} s" + ("" if m is ref else f" ({m['prefill'] / ref['prefill']:.2f}x)")]
-            cells += [f"{m[b]:.1f} ms" + ("" if m is ref else f" ({m[b] / ref[b]:.2f}x)") for b in sizes]
+            med = [statistics.median(col) for col in zip(*rows[name])]
+            units = [("s", 2)] + [("ms", 1)] * len(sizes)
+            if name == ref_name:
+                cells = [f"{v:.{d}f} {u}" for v, (u, d) in zip(med, units)]
+            else:
+                per_round = [[x / y for x, y in zip(mine, theirs)] for mine, theirs in zip(rows[name], rows[ref_name])]
+                cells = [ratio_cell(v, ref[i], [pr[i] for pr in per_round], *units[i]) for i, v in enumerate(med)]
             print(f"| {model} | {name} | " + " | ".join(cells) + " |", flush=True)
 
 

@@ -34,11 +34,15 @@ def main() -> None:
                     "(1 is always timed: the ratios' reference)")
     opts = ap.parse_args()
     sizes = sorted({1, *(int(b) for b in opts.sizes.split(","))})
-    llm = llama_cpp.Llama(models.fetch(opts.model), n_ctx=2048, n_threads=opts.threads,
+    # room for the depth and the largest batch after it (2048, as before, for the usual depths)
+    n_ctx = max(2048, opts.depth + max(sizes) + 8)
+    llm = llama_cpp.Llama(models.fetch(opts.model), n_ctx=n_ctx, n_threads=opts.threads,
                           n_threads_batch=opts.threads, verbose=False)
     with open(os.path.join(os.path.dirname(llama_cpp.__file__), "llama.py")) as f:
         text = f.read()[:20000]
     tokens = llm.tokenize(text.encode())[:opts.depth]
+    if len(tokens) < opts.depth:
+        ap.error(f"--depth {opts.depth}: the prompt text has only {len(tokens)} tokens")
     prefill = []
     for _ in range(3):
         llm.reset()

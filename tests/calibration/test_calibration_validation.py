@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from ngramspec.calibration.cost_curve import (
+    DIP_SPREAD_TOLERANCE,
+    DIP_TOLERANCE,
     MIN_REPEATS,
     MONOTONE_TOLERANCE,
     PRIOR_SLOPE,
@@ -64,6 +66,38 @@ def test_the_load_spoiled_curve_fails():
 def test_each_rule(curve, fragment):
     reason = validate_curve(curve)
     assert reason is not None and fragment in reason
+
+
+# The exact build's curve on an AVX-512 Xeon (Qwen2.5-Coder-0.5B, 2 threads, 5 rounds): odd
+# batches pay a one-column tail, so r dips at every even size, the same way in every round.
+ODD_EVEN = {1: 1.0, 2: 0.82, 3: 1.37, 4: 1.17, 5: 1.56, 6: 1.51, 7: 2.09, 8: 2.01, 9: 2.36, 12: 3.07, 17: 4.5,
+            25: 6.17, 33: 7.87, 49: 11.35, 65: 14.01}
+ODD_EVEN_SPREAD = {1: 0.0, 2: 0.061, 3: 0.036, 4: 0.057, 5: 0.05, 6: 0.016, 7: 0.043, 8: 0.004, 9: 0.075,
+                   12: 0.06, 17: 0.04, 25: 0.017, 33: 0.032, 49: 0.042, 65: 0.062}
+
+
+def test_a_dip_the_rounds_agree_on_passes_and_one_timing_alone_does_not():
+    assert validate_curve(ODD_EVEN, ODD_EVEN_SPREAD) is None
+    assert "non-decreasing" in (validate_curve(ODD_EVEN) or "")         # one-shot timings: no spread to judge
+    noisy = {**ODD_EVEN_SPREAD, 4: DIP_SPREAD_TOLERANCE + 0.01}          # the rounds disagree where it dips
+    assert "by more than 10%" in (validate_curve(ODD_EVEN, noisy) or "")
+    noisy_top = {**ODD_EVEN_SPREAD, 3: DIP_SPREAD_TOLERANCE + 0.01}      # ... or at the size it dips from
+    assert "r(4)" in (validate_curve(ODD_EVEN, noisy_top) or "")
+
+
+def test_a_repeated_dip_is_bounded_too():
+    steady = {1: 0.0, 2: 0.01, 3: 0.01}
+    assert validate_curve({1: 1.0, 2: 2.0, 3: 2.0 * (1 - DIP_TOLERANCE) + 0.01}, steady) is None
+    reason = validate_curve({1: 1.0, 2: 2.0, 3: 2.0 * (1 - DIP_TOLERANCE) - 0.01}, steady)
+    assert reason is not None and "by more than 35% (a dip repeated over rounds)" in reason
+
+
+def test_the_odd_even_curve_is_measured_not_replaced_by_the_prior():
+    # before DIP_TOLERANCE, three attempts of this steady curve all failed into the prior
+    fn, calls = scripted(rounds_from(ODD_EVEN, 5, 0.02))
+    curve = measure_cost_curve(None, list(ODD_EVEN), repeats=5, attempts=3, time_rounds=fn)  # type: ignore[arg-type]
+    assert len(calls) == 1 and curve.origin == "measured" and curve.passed
+    assert curve.relative[4] < curve.relative[3]
 
 
 def test_tolerances_are_tolerances():
@@ -243,8 +277,14 @@ def test_a_stored_split_thread_curve_loads_only_with_its_threads():
     curve = CostCurveResult(relative, "measured", True, 1.7e9, 5, STATISTIC, (1, 2), None, spread, 1, 128)
     back = CostCurveResult.from_json(curve.to_json())
     assert back.relative == curve.relative and back.threads == (1, 2)
+    # without its threads, r(2) = 0.82 < r(1) is judged as a dip: one the rounds agreed on loads,
     with pytest.raises(ValueError, match="non-decreasing"):
-        CostCurveResult.from_json(dict(curve.to_json(), threads=None))
+        CostCurveResult.from_json(dict(curve.to_json(), threads=None, spread={}))
+    assert CostCurveResult.from_json(dict(curve.to_json(), threads=None)).relative == curve.relative
+    # and one they did not is refused
+    wide = {str(b): DIP_SPREAD_TOLERANCE + 0.01 for b in SPLIT_THREADS}
+    with pytest.raises(ValueError, match="non-decreasing"):
+        CostCurveResult.from_json(dict(curve.to_json(), threads=None, spread=wide))
 
 
 def test_a_bare_report_judges_its_timings_with_the_threads_it_ran_on():

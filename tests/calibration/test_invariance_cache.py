@@ -104,6 +104,24 @@ def test_the_curve_prices_only_exact_sizes(llm, invariance_cache_dir):
     assert sorted(report.relative_costs()) == [1, 2, 3, 5, 6, 7, 9]
 
 
+def test_a_checked_report_is_priced_as_an_engines_is(llm):
+    # the suite checks once and hands the report to its engines: it must price exact mode by
+    # a curve timed over rounds, as load_or_check does, not by the check's one decode per size
+    report = check_batch_invariance(llm, max_batch=9)
+    assert report.cost_curve is None and report.one_shot_curve() is not None
+    assert invariance_cache.price_as_measured(llm, report, 9, repeats=3) is report
+    curve = report.cost_curve
+    assert curve is not None and report.relative_costs() == curve.relative
+    assert curve.attempts >= 1 and "one decode per size" not in curve.describe()
+    assert sorted(curve.relative) == invariance_cache.curve_sizes(report, 9)
+    assert curve.passed == (curve.origin == "measured") and (curve.passed or "measurement" in (curve.reason or ""))
+    if curve.passed:
+        assert curve.repeats == 3 and curve.statistic == STATISTIC
+    given = prior_curve([2], "given")                       # a report with a curve keeps it
+    report.cost_curve = given
+    assert invariance_cache.price_as_measured(llm, report, 9).cost_curve is given
+
+
 def test_other_settings_or_model_files_get_their_own_entry(llm, smollm2_path, invariance_cache_dir):
     key = invariance_cache.fingerprint(llm)
     other = llama_cpp.Llama(smollm2_path, n_ctx=2048, n_threads=max(1, llm.context_params.n_threads + 1), seed=0,

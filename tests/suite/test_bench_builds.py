@@ -69,6 +69,10 @@ def test_the_other_build_runs_side_by_side_and_is_compared_with_its_own_plain(sm
         assert by[other.plain].text == by["plain"].text
         assert by[f"{other.label} ngramspec"].text == by["plain"].text
         assert by[f"{other.label} plain"].tokens > 0
+        # its exact mode priced as a user's engine: a curve timed over rounds (or the prior
+        # because that measurement failed), never the invariance check's one-shot timings
+        origin = by[f"{other.label} ngramspec"].stats["cost_curve_origin"]
+        assert "one-shot" not in origin and ("interleaved rounds" in origin or "measurement" in origin), origin
         figs = summary.summarize(suite, runs)
         assert figs[0].methods[f"{other.label} ngramspec"].identical
     finally:

@@ -32,6 +32,16 @@ R1_TOLERANCE = 1e-6
 #: non-decreasing", not strictly. Measured figures: docs/performance.md, "The
 #: verify-cost curve".
 MONOTONE_TOLERANCE = 0.10
+#: ... except in a curve timed over rounds whose spread at both sizes is within
+#: DIP_SPREAD_TOLERANCE: there a dip of up to DIP_TOLERANCE is the kernels', not noise.
+#: The exact build's batch kernels take columns in pairs on AVX-512, so an odd batch
+#: pays a one-column tail: Qwen2.5-Coder-0.5B, 2 threads, three measurements of 5 rounds
+#: on an AVX-512 Xeon gave r(2) = 0.82-0.93, r(3) = 1.37-1.51, r(4) = 1.06-1.25, r(7) =
+#: 1.87-2.27, r(8) = 1.82-2.12, every spread under 8% at those sizes; the 10% rule failed
+#: each one into the linear prior. Exact mode prices such a curve non-decreasing anyway
+#: (CostModel.calibrate's ``monotone``).
+DIP_TOLERANCE = 0.35
+DIP_SPREAD_TOLERANCE = 0.10
 #: r(B) <= B * (1 + this): one batch of B tokens is not dearer than B one-token decodes.
 UPPER_TOLERANCE = 0.10
 #: Per size, the spread of the per-round ratios (median absolute deviation / median)
@@ -235,7 +245,9 @@ def validate_curve(relative: Mapping[int, float], spread: Mapping[int, float] | 
 
     - it prices B = 1, and |r(1) - 1| <= ``r1_tolerance``;
     - every r(B) is a finite number > 0 and B is an int >= 1;
-    - nearly non-decreasing: r(B) >= (1 - MONOTONE_TOLERANCE) * max r(B') over B' < B;
+    - nearly non-decreasing: r(B) >= (1 - MONOTONE_TOLERANCE) * max r(B') over B' < B,
+      or >= (1 - DIP_TOLERANCE) * that when ``spread`` is within DIP_SPREAD_TOLERANCE at
+      both sizes (a dip the rounds agree on);
     - r(B) <= B * (1 + UPPER_TOLERANCE);
     - with ``spread`` ({B: MAD / median of the per-round ratios}): each <= SPREAD_TOLERANCE.
 
@@ -274,9 +286,11 @@ def validate_curve(relative: Mapping[int, float], spread: Mapping[int, float] | 
             if r < ratio * (1.0 - MONOTONE_TOLERANCE):
                 return (f"r({b}) = {r:.3g} is below n_threads / n_threads_batch = {ratio:.3g} by more than "
                         f"{MONOTONE_TOLERANCE:.0%}: faster than the batch threads allow")
-        if r < highest * (1.0 - MONOTONE_TOLERANCE):
-            return (f"r({b}) = {r:.3g} is below r({at}) = {highest:.3g} by more than "
-                    f"{MONOTONE_TOLERANCE:.0%}: not nearly non-decreasing")
+        if r < highest * (1.0 - MONOTONE_TOLERANCE) and not _repeatable_dip(r, b, highest, at, spread):
+            deeper = f"{DIP_TOLERANCE:.0%} (a dip repeated over rounds)" if _steady(spread, b, at) else \
+                f"{MONOTONE_TOLERANCE:.0%}"
+            return (f"r({b}) = {r:.3g} is below r({at}) = {highest:.3g} by more than {deeper}: "
+                    "not nearly non-decreasing")
         if r > highest:
             highest, at = r, b
     for b, s in (spread or {}).items():
@@ -285,6 +299,18 @@ def validate_curve(relative: Mapping[int, float], spread: Mapping[int, float] | 
         if s > SPREAD_TOLERANCE:
             return f"spread across rounds at B={b} is {s:.0%} > {SPREAD_TOLERANCE:.0%}"
     return None
+
+
+def _steady(spread: Mapping[int, float] | None, *sizes: int) -> bool:
+    """Whether the rounds agreed at each of ``sizes``: spread known and within DIP_SPREAD_TOLERANCE."""
+    return spread is not None and all(is_number(spread.get(b)) and spread[b] <= DIP_SPREAD_TOLERANCE
+                                      for b in sizes)
+
+
+def _repeatable_dip(r: float, b: int, highest: float, at: int, spread: Mapping[int, float] | None) -> bool:
+    """A dip from r(at) = highest to r(b) = r that the rounds agree on and that is no deeper
+    than DIP_TOLERANCE: the kernels' (see DIP_TOLERANCE), accepted."""
+    return r >= highest * (1.0 - DIP_TOLERANCE) and _steady(spread, b, at)
 
 
 def prior_curve(sizes: Iterable[int], reason: str, *, threads: tuple[int, int] | None = None,

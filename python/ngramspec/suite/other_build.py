@@ -108,6 +108,7 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
 
     from ngramspec.builds.build_info import system_info
     from ngramspec.calibration.invariance import check_batch_invariance
+    from ngramspec.calibration.invariance_cache import price_as_measured
 
     def send(obj: dict[str, Any]) -> None:
         answers.write(json.dumps(obj) + "\n")
@@ -117,6 +118,9 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
     llm = load(setup["model_path"], "plain", setup["n_ctx"], setup["threads"],
                LlamaSettings.from_dict(setup.get("settings")))
     invariance = check_batch_invariance(llm, max_batch=MEASURED_MAX_BATCH, progress=setup["progress"])
+    if any(ENGINE_OPTIONS[m].exact for m in setup["methods"] if m in ENGINE_OPTIONS):
+        # exact mode priced as a user's engine is: by a curve timed over rounds
+        price_as_measured(llm, invariance, MEASURED_MAX_BATCH, setup["progress"])
     engines = {m: make_engine(llm, m, invariance=invariance) for m in setup["methods"] if m in ENGINE_OPTIONS}
     for engine in engines.values():
         engine.prepare()

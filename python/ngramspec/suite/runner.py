@@ -85,6 +85,7 @@ class Suite:
                  other_methods: Sequence[str] | None = None) -> None:
         from ngramspec.calibration.cost_timing import measure_verify_cost
         from ngramspec.calibration.invariance import check_batch_invariance, check_sizes
+        from ngramspec.calibration.invariance_cache import price_as_measured
 
         unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
         if unknown:
@@ -103,6 +104,9 @@ class Suite:
         # checking again (a caller that has just checked; its sizes bound exact mode's)
         self.invariance = invariance if invariance is not None else \
             check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
+        if invariance is None and any(ENGINE_OPTIONS[m].exact for m in self.methods if m in ENGINE_OPTIONS):
+            # exact mode priced as a user's engine is: by a curve timed over rounds
+            price_as_measured(self.llm, self.invariance, MEASURED_MAX_BATCH, progress, repeats=3 if quick else 5)
         # cost: a CostCurve to use instead of measuring one (a machine too busy to time)
         # Every size to 16, then the checked ones (interpolated between): a sweep of all 65
         # sizes took minutes on a busy 2-core machine.

@@ -70,9 +70,9 @@ def main() -> None:
         rows = {name: [[x["prefill_s"], *(x["batch_ms"][b] for b in sizes)] for x in rs] for name, rs in runs.items()}
         ref_name = builds[0][0]
         ref = [statistics.median(col) for col in zip(*rows[ref_name])]
+        units = [("s", 2)] + [("ms", 1)] * len(sizes)
         for name, _ in builds:
             med = [statistics.median(col) for col in zip(*rows[name])]
-            units = [("s", 2)] + [("ms", 1)] * len(sizes)
             if name == ref_name:
                 cells = [f"{v:.{d}f} {u}" for v, (u, d) in zip(med, units)]
             else:

@@ -4,6 +4,7 @@ peak-RSS probe, the other build's worker, the reports) reads the names from here
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from ngramspec.options import EngineOptions
 
@@ -54,6 +55,11 @@ ENGINE_OPTIONS: dict[str, EngineOptions] = {
     "draft-only": EngineOptions(ngram=False, copy=False, adaptive=False, max_draft=3),
     **{m: EngineOptions() for m in PREDICTION_METHODS},
 }
+
+
+def runs_exact_mode(methods: Sequence[str]) -> bool:
+    """Whether any of ``methods`` is an engine in exact mode (its report then needs a cost curve)."""
+    return any(ENGINE_OPTIONS[m].exact for m in methods if m in ENGINE_OPTIONS)
 
 
 def draft_model_for(model: str) -> str:

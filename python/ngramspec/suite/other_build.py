@@ -24,7 +24,7 @@ from ngramspec.errors import NgramspecError
 from ngramspec.suite.in_process import InProcessMethods
 from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
 from ngramspec.suite.loading import load, make_engine
-from ngramspec.suite.methods import ENGINE_OPTIONS, MEASURED_MAX_BATCH, OTHER_BUILD_METHODS
+from ngramspec.suite.methods import ENGINE_OPTIONS, MEASURED_MAX_BATCH, OTHER_BUILD_METHODS, runs_exact_mode
 from ngramspec.suite.run_record import Run
 from ngramspec.suite.workload import Item
 
@@ -118,7 +118,7 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
     llm = load(setup["model_path"], "plain", setup["n_ctx"], setup["threads"],
                LlamaSettings.from_dict(setup.get("settings")))
     invariance = check_batch_invariance(llm, max_batch=MEASURED_MAX_BATCH, progress=setup["progress"])
-    if any(ENGINE_OPTIONS[m].exact for m in setup["methods"] if m in ENGINE_OPTIONS):
+    if runs_exact_mode(setup["methods"]):
         # exact mode priced as a user's engine is: by a curve timed over rounds
         price_as_measured(llm, invariance, MEASURED_MAX_BATCH, setup["progress"])
     engines = {m: make_engine(llm, m, invariance=invariance) for m in setup["methods"] if m in ENGINE_OPTIONS}

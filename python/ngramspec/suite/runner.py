@@ -23,6 +23,7 @@ from ngramspec.suite.methods import (
     PREDICTION_METHODS,
     SERVE_METHOD,
     draft_model_for,
+    runs_exact_mode,
 )
 from ngramspec.suite.other_build import OtherBuild
 from ngramspec.suite.run_record import Run
@@ -104,7 +105,7 @@ class Suite:
         # checking again (a caller that has just checked; its sizes bound exact mode's)
         self.invariance = invariance if invariance is not None else \
             check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
-        if invariance is None and any(ENGINE_OPTIONS[m].exact for m in self.methods if m in ENGINE_OPTIONS):
+        if invariance is None and runs_exact_mode(self.methods):
             # exact mode priced as a user's engine is: by a curve timed over rounds
             price_as_measured(self.llm, self.invariance, MEASURED_MAX_BATCH, progress, repeats=3 if quick else 5)
         # cost: a CostCurve to use instead of measuring one (a machine too busy to time)

@@ -38,7 +38,7 @@ With --context-cost (a JSON from bench/context_cost.py, or the GPU run's results
 FILE#MODEL/SETTING), every pass is also priced at the context length it runs at, the
 replayed schedule and the limit alike, and plain decoding by the same clock.
 
-Usage: python bench/replay.py bench/results/suite-qwen2.5-coder-0.5b.json [--max-draft 8]
+Usage: python bench/replay.py bench/results/suite-qwen2.5-coder-0.5b.json [--max-draft 64]
            [--cost-curve gpu] [--context-cost bench/results/context-cost-qwen2.5-coder-0.5b.json]
        python bench/replay.py bench/results/suite-smollm2-135m.json \
            --cost-curve gpu-results.json#smollm2-135m/fa_off [--all-sizes]
@@ -58,6 +58,7 @@ from ngramspec.calibration.cost_curve import ContextCost
 from ngramspec.drafting.drafter import Drafter
 from ngramspec.drafting.policy import CostAwarePolicy
 from ngramspec.engine.request import prompt_tokens_for
+from ngramspec.options import DEFAULT_MAX_DRAFT
 from ngramspec.proposers.base import Proposal
 from ngramspec.proposers.copy import CopyProposer
 from ngramspec.proposers.ngram import NGramProposer
@@ -194,7 +195,8 @@ def replay(prompt: list[int], output: list[int], cost: list[float], allowed: np.
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report")
-    ap.add_argument("--max-draft", type=int, default=8)
+    ap.add_argument("--max-draft", type=int, default=DEFAULT_MAX_DRAFT,
+                    help=f"longest draft (default: the engine's, {DEFAULT_MAX_DRAFT})")
     ap.add_argument("--all-sizes", action="store_true",
                     help="fast mode (exact=False): every batch size of the curve is allowed, for the replay and the "
                          "limit alike, and the policy prices the curve's shape")

@@ -321,6 +321,11 @@ def test_max_draft(smollm2_path, tmp_path, monkeypatch):
     text = report.read_text()
     assert re.search(r"^\| code_edit \| [\d.]+ \|$", text, re.M)
     assert re.search(r"^\| geometric mean \| \*\*[\d.]+\*\* \|$", text, re.M)
+    # Priced as a user's engine is (a curve timed over rounds, or the prior with its reason),
+    # not by the invariance check's one-shot timings.
+    origin = re.search(r"^Exact mode's cost curve: (.*)\.$", text, re.M)
+    assert origin and "one-shot" not in origin[1], text
+    assert "interleaved rounds" in origin[1] or origin[1].startswith("prior"), text
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ngramspec.options import DEFAULT_MAX_DRAFT
 from tests.support.gpu_scripts import GPU, gpu_module
 
 ROOT = GPU.parents[1]
@@ -270,7 +271,8 @@ def test_replay_predicts_speed_ups_under_a_gpu_curve(tmp_path: Path, smollm2_pat
     path = made_up_gpu_results(tmp_path / "gpu.json")
     report = str(ROOT / "bench" / "results" / "suite-smollm2-135m.json")
     tables = {}
-    for mode, extra, header in (("exact", [], "max_draft 8, exact sizes"),
+    # Exact mode with replay.py's defaults: the engine's max_draft, capped by the 64-size curve.
+    for mode, extra, header in (("exact", [], f"max_draft {min(DEFAULT_MAX_DRAFT, 63)}, exact sizes"),
                                 ("fast", ["--all-sizes", "--max-draft", "16"], "max_draft 16, every size")):
         p = subprocess.run([sys.executable, str(ROOT / "bench" / "replay.py"), report, "--cost-curve",
                             f"{path}#smollm2-135m/fa_off", *extra], capture_output=True, text=True, timeout=300)

@@ -238,6 +238,20 @@ def test_a_measurement_that_overruns_its_budget_gives_the_prior_at_once():
     fn, calls = scripted(short)
     curve = measure_cost_curve(None, [2, 4, 8], repeats=5, time_rounds=fn)  # type: ignore[arg-type]
     assert len(calls) == 1 and curve.origin == "prior" and "budget" in (curve.reason or "")
+    assert "failed validation" not in (curve.reason or "")     # no attempt was judged
+
+
+def test_a_budget_that_ends_a_retry_keeps_why_the_first_attempt_failed():
+    """The engine's case: the first full attempt fails validation, the retry overruns
+    the budget. The prior's reason names both, so a user sees why it was not measured."""
+    spoiled = [{b: 0.01 * r for b, r in LOADED.items()} for _ in range(5)]
+    expected = evaluate_rounds(spoiled)[2]
+    assert expected
+    fn, calls = scripted(spoiled, rounds_from(QUIET, 2))
+    curve = measure_cost_curve(None, sorted(LOADED), repeats=5, time_rounds=fn)  # type: ignore[arg-type]
+    assert len(calls) == 2 and curve.origin == "prior"
+    assert "after 1 full attempt(s)" in (curve.reason or "")
+    assert f"the last full one failed validation: {expected}" in (curve.reason or "")
 
 
 # llama-cpp-python's default threads on 2 cores: one token on 1 thread, batches on 2.

@@ -202,8 +202,11 @@ def measure_cost_curve(llm: Llama, sizes: Iterable[int], *, repeats: int = 5, at
     for attempt in range(1, attempts + 1):
         rounds = time_rounds(sizes_l, repeats, attempt)
         if len(rounds) < repeats:
+            # An earlier attempt's failure is why this one ran: say what it was.
+            failed = f"; the last full one failed validation: {reason}" if attempt > 1 else ""
             return prior_curve(sizes_l, f"the measurement overran its time budget of {budget_s:g} s after "
-                               f"{attempt - 1} full attempt(s) (machine busy?)", threads=threads, attempts=attempt)
+                               f"{attempt - 1} full attempt(s) (machine busy?){failed}", threads=threads,
+                               attempts=attempt)
         relative, spread, reason = evaluate_rounds(rounds, threads)
         if reason is None:
             return CostCurveResult(relative, "measured", True, time.time(), repeats, STATISTIC, threads, None,

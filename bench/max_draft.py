@@ -31,7 +31,8 @@ def main() -> None:
     llm = llama_cpp.Llama(str(models.fetch(args.model)), n_ctx=2048, seed=0, verbose=False)
     # Priced as a user's engine is, by a curve timed over rounds (the check's one-shot timings
     # fall to the linear prior on a noisy machine).
-    report = price_as_measured(llm, check_batch_invariance(llm, max_batch=max(caps) + 1), max(caps) + 1)
+    top = max(caps) + 1     # a draft of the longest cap and the token before it
+    report = price_as_measured(llm, check_batch_invariance(llm, max_batch=top), top)
     engines = {c: SpeculativeEngine(llm, max_draft=c, invariance=report) for c in caps}
     times: dict[tuple[str, int], list[float]] = {}
     origins: set[str] = set()

@@ -3,14 +3,23 @@ ngramspec method, its SpeculativeEngine (built from methods.ENGINE_OPTIONS).
 The suite, the peak-RSS probe and the other build's worker all load through here."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
-from ngramspec.suite.methods import DRAFT_METHODS, ENGINE_OPTIONS, LOOKUP_PRED_TOKENS, draft_model_for
+from ngramspec.suite.methods import (
+    DRAFT_METHODS,
+    ENGINE_OPTIONS,
+    LOOKUP_PRED_TOKENS,
+    MEASURED_MAX_BATCH,
+    draft_model_for,
+    runs_exact_mode,
+)
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
+    from ngramspec.calibration.invariance import InvarianceReport
     from ngramspec.engine.speculative_engine import SpeculativeEngine
 
 
@@ -20,6 +29,20 @@ def model_path(model: str) -> str:
     from ngramspec.models import resolve_model_path
 
     return resolve_model_path(model)
+
+
+def check_for_methods(llm: Llama, methods: Sequence[str], progress: Any, *, repeats: int = 5) -> InvarianceReport:
+    """The invariance report a run's engines share: checked up to MEASURED_MAX_BATCH and,
+    where one of ``methods`` runs exact mode, priced as a user's engine is, by a curve timed
+    over ``repeats`` interleaved rounds (the check's one-shot timings fall to the prior on a
+    noisy machine). The suite and the other build's worker both check through here."""
+    from ngramspec.calibration.invariance import check_batch_invariance
+    from ngramspec.calibration.invariance_cache import price_as_measured
+
+    report = check_batch_invariance(llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
+    if runs_exact_mode(methods):
+        price_as_measured(llm, report, MEASURED_MAX_BATCH, progress, repeats=repeats)
+    return report
 
 
 def load(path: str, method: str, n_ctx: int, threads: int | None, settings: LlamaSettings = LLAMA_DEFAULTS,

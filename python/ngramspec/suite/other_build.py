@@ -23,8 +23,8 @@ from typing import IO, Any
 from ngramspec.errors import NgramspecError
 from ngramspec.suite.in_process import InProcessMethods
 from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
-from ngramspec.suite.loading import load, make_engine
-from ngramspec.suite.methods import ENGINE_OPTIONS, MEASURED_MAX_BATCH, OTHER_BUILD_METHODS, runs_exact_mode
+from ngramspec.suite.loading import check_for_methods, load, make_engine
+from ngramspec.suite.methods import ENGINE_OPTIONS, OTHER_BUILD_METHODS
 from ngramspec.suite.run_record import Run
 from ngramspec.suite.workload import Item
 
@@ -107,8 +107,6 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
     import llama_cpp
 
     from ngramspec.builds.build_info import system_info
-    from ngramspec.calibration.invariance import check_batch_invariance
-    from ngramspec.calibration.invariance_cache import price_as_measured
 
     def send(obj: dict[str, Any]) -> None:
         answers.write(json.dumps(obj) + "\n")
@@ -117,10 +115,7 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
     setup = json.loads(requests.readline())
     llm = load(setup["model_path"], "plain", setup["n_ctx"], setup["threads"],
                LlamaSettings.from_dict(setup.get("settings")))
-    invariance = check_batch_invariance(llm, max_batch=MEASURED_MAX_BATCH, progress=setup["progress"])
-    if runs_exact_mode(setup["methods"]):
-        # exact mode priced as a user's engine is: by a curve timed over rounds
-        price_as_measured(llm, invariance, MEASURED_MAX_BATCH, setup["progress"])
+    invariance = check_for_methods(llm, setup["methods"], setup["progress"])
     engines = {m: make_engine(llm, m, invariance=invariance) for m in setup["methods"] if m in ENGINE_OPTIONS}
     for engine in engines.values():
         engine.prepare()

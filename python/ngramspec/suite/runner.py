@@ -12,7 +12,7 @@ from ngramspec.suite import sources
 from ngramspec.suite.in_process import InProcessMethods
 from ngramspec.suite.llama_server import LlamaServer
 from ngramspec.suite.llama_settings import LLAMA_DEFAULTS, LlamaSettings
-from ngramspec.suite.loading import load, make_engine, model_path
+from ngramspec.suite.loading import check_for_methods, load, make_engine, model_path
 from ngramspec.suite.methods import (
     DRAFT_METHODS,
     ENGINE_OPTIONS,
@@ -23,7 +23,6 @@ from ngramspec.suite.methods import (
     PREDICTION_METHODS,
     SERVE_METHOD,
     draft_model_for,
-    runs_exact_mode,
 )
 from ngramspec.suite.other_build import OtherBuild
 from ngramspec.suite.run_record import Run
@@ -85,8 +84,7 @@ class Suite:
                  settings: LlamaSettings = LLAMA_DEFAULTS, invariance: Any = None, rpc: str | None = None,
                  other_methods: Sequence[str] | None = None) -> None:
         from ngramspec.calibration.cost_timing import measure_verify_cost
-        from ngramspec.calibration.invariance import check_batch_invariance, check_sizes
-        from ngramspec.calibration.invariance_cache import price_as_measured
+        from ngramspec.calibration.invariance import check_sizes
 
         unknown = [m for m in methods if m not in METHODS + EXTRA_METHODS]
         if unknown:
@@ -104,10 +102,7 @@ class Suite:
         # invariance: an InvarianceReport of this model, build and settings to use instead of
         # checking again (a caller that has just checked; its sizes bound exact mode's)
         self.invariance = invariance if invariance is not None else \
-            check_batch_invariance(self.llm, max_batch=MEASURED_MAX_BATCH, progress=progress)
-        if invariance is None and runs_exact_mode(self.methods):
-            # exact mode priced as a user's engine is: by a curve timed over rounds
-            price_as_measured(self.llm, self.invariance, MEASURED_MAX_BATCH, progress, repeats=3 if quick else 5)
+            check_for_methods(self.llm, self.methods, progress, repeats=3 if quick else 5)
         # cost: a CostCurve to use instead of measuring one (a machine too busy to time)
         # Every size to 16, then the checked ones (interpolated between): a sweep of all 65
         # sizes took minutes on a busy 2-core machine.

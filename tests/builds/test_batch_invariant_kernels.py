@@ -131,7 +131,7 @@ def test_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, nblocks):
         assert np.isfinite(want).all()
 
 
-@pytest.mark.parametrize("kind", ["q8_0_q8_0", "q5_0_q8_0"])
+@pytest.mark.parametrize("kind", ["q8_0_q8_0", "q5_0_q8_0", "q4_1_q8_1"])
 @pytest.mark.parametrize("nblocks", [1, 3, 7])
 def test_two_row_column_kernel_equals_the_one_column_kernel_bit_for_bit(kind, nblocks):
     """Two weight rows a call (AVX-512 VNNI builds): each (row, column) is vec_dot's."""
@@ -289,14 +289,15 @@ def _k_quant_weights(kind: str, nblocks: int, rng: np.random.Generator) -> np.nd
     return buf
 
 
-def _mul_mat(base: ctypes.CDLL, kind: str, weights: np.ndarray, nrows: int, k: int, acts: np.ndarray) -> np.ndarray:
-    """ggml_mul_mat of K-quant weights (nrows x k) by F32 activations (columns x k), through the
-    CPU backend's own graph compute (2 threads): whichever kernel it picks for the batch."""
+def _mul_mat(base: ctypes.CDLL, ggml_type: int, weights: np.ndarray, nrows: int, k: int,
+             acts: np.ndarray) -> np.ndarray:
+    """ggml_mul_mat of quantized weights (nrows x k) by F32 activations (columns x k), through
+    the CPU backend's own graph compute (2 threads): whichever kernel it picks for the batch."""
     assert LIB is not None
     ncols = acts.shape[0]
     ctx = base.ggml_init(_InitParams(weights.nbytes + acts.nbytes + 4 * nrows * ncols + (16 << 20), None, False))
     try:
-        w = base.ggml_new_tensor_2d(ctx, K_QUANTS[kind][0], k, nrows)
+        w = base.ggml_new_tensor_2d(ctx, ggml_type, k, nrows)
         a = base.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, ncols)
         ctypes.memmove(base.ggml_get_data(w), weights.ctypes.data, weights.nbytes)
         ctypes.memmove(base.ggml_get_data(a), acts.ctypes.data, acts.nbytes)
@@ -328,8 +329,33 @@ def test_k_quant_mul_mat_of_any_batch_equals_each_column_alone_bit_for_bit(kind,
     k = nblocks * 256
     weights = _k_quant_weights(kind, nblocks * nrows, rng)
     acts = rng.standard_normal((80, k)).astype(np.float32)
-    alone = np.stack([_mul_mat(base, kind, weights, nrows, k, acts[c:c + 1])[0] for c in range(80)])
+    alone = np.stack([_mul_mat(base, K_QUANTS[kind][0], weights, nrows, k, acts[c:c + 1])[0] for c in range(80)])
     assert np.isfinite(alone).all()
     for ncols in [*range(2, 18), 31, 32, 33, 64, 65, 66, 67, 80]:
-        got = _mul_mat(base, kind, weights, nrows, k, acts[:ncols])
+        got = _mul_mat(base, K_QUANTS[kind][0], weights, nrows, k, acts[:ncols])
+        assert np.array_equal(got.view(np.uint32), alone[:ncols].view(np.uint32)), ncols
+
+
+# ggml_type of the column kernels' weight types (ggml.h)
+COLUMN_KERNEL_TYPES = {"q4_1_q8_1": 3, "q5_0_q8_0": 6, "q8_0_q8_0": 8}
+
+
+@pytest.mark.parametrize("kind", sorted(COLUMN_KERNEL_TYPES))
+@pytest.mark.parametrize("nblocks, nrows", [(3, 37), (18, 40)])
+def test_column_kernel_mul_mat_of_any_verify_batch_equals_each_column_alone_bit_for_bit(kind, nblocks, nrows):
+    """The mat-mul as the exact build runs it for 1-65 columns (each thread's rows in blocks
+    of 16, taken two rows a call where a two-row kernel exists, then one; columns in groups
+    of up to 8): each column's bits are the ones it gets alone. 37 rows leave a thread an odd
+    row; 18 blocks are SmolLM2-135M's 576 values a row."""
+    assert LIB is not None
+    base = _ggml_base()
+    rng = np.random.default_rng(nblocks * 13 + nrows + len(kind))
+    k = nblocks * 32
+    weights = _weights(kind, nblocks * nrows, rng)
+    acts = rng.standard_normal((65, k)).astype(np.float32)
+    ggml_type = COLUMN_KERNEL_TYPES[kind]
+    alone = np.stack([_mul_mat(base, ggml_type, weights, nrows, k, acts[c:c + 1])[0] for c in range(65)])
+    assert np.isfinite(alone).all()
+    for ncols in range(2, 66):
+        got = _mul_mat(base, ggml_type, weights, nrows, k, acts[:ncols])
         assert np.array_equal(got.view(np.uint32), alone[:ncols].view(np.uint32)), ncols

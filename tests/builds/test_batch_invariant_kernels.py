@@ -313,6 +313,18 @@ def _mul_mat(base: ctypes.CDLL, ggml_type: int, weights: np.ndarray, nrows: int,
         base.ggml_free(ctx)
 
 
+def _assert_each_batch_equals_its_columns_alone(ggml_type: int, weights: np.ndarray, nrows: int, k: int,
+                                                acts: np.ndarray, batch_sizes: list[int]) -> None:
+    """The mul_mat of the first n columns of ``acts``, for each n in ``batch_sizes``, gives each
+    column the bits the mul_mat of that column alone gives it."""
+    base = _ggml_base()
+    alone = np.stack([_mul_mat(base, ggml_type, weights, nrows, k, acts[c:c + 1])[0] for c in range(len(acts))])
+    assert np.isfinite(alone).all()
+    for ncols in batch_sizes:
+        got = _mul_mat(base, ggml_type, weights, nrows, k, acts[:ncols])
+        assert np.array_equal(got.view(np.uint32), alone[:ncols].view(np.uint32)), ncols
+
+
 @pytest.mark.parametrize("kind", sorted(K_QUANTS))
 @pytest.mark.parametrize("nblocks, nrows", [(3, 40), (6, 272)])
 def test_k_quant_mul_mat_of_any_batch_equals_each_column_alone_bit_for_bit(kind, nblocks, nrows):
@@ -323,17 +335,12 @@ def test_k_quant_mul_mat_of_any_batch_equals_each_column_alone_bit_for_bit(kind,
     for batches over 65, summed another way: columns differed from 66 on. 272 weight rows
     cross the tiled matmul's 256-row window; 3 and 6 blocks give its narrow (up to 16
     columns) path different K chunks."""
-    assert LIB is not None
-    base = _ggml_base()
     rng = np.random.default_rng(nblocks * 7 + nrows + len(kind))
     k = nblocks * 256
     weights = _k_quant_weights(kind, nblocks * nrows, rng)
     acts = rng.standard_normal((80, k)).astype(np.float32)
-    alone = np.stack([_mul_mat(base, K_QUANTS[kind][0], weights, nrows, k, acts[c:c + 1])[0] for c in range(80)])
-    assert np.isfinite(alone).all()
-    for ncols in [*range(2, 18), 31, 32, 33, 64, 65, 66, 67, 80]:
-        got = _mul_mat(base, K_QUANTS[kind][0], weights, nrows, k, acts[:ncols])
-        assert np.array_equal(got.view(np.uint32), alone[:ncols].view(np.uint32)), ncols
+    _assert_each_batch_equals_its_columns_alone(K_QUANTS[kind][0], weights, nrows, k, acts,
+                                                [*range(2, 18), 31, 32, 33, 64, 65, 66, 67, 80])
 
 
 # ggml_type of the column kernels' weight types (ggml.h)
@@ -347,15 +354,9 @@ def test_column_kernel_mul_mat_of_any_verify_batch_equals_each_column_alone_bit_
     of 16, taken two rows a call where a two-row kernel exists, then one; columns in groups
     of up to 8): each column's bits are the ones it gets alone. 37 rows leave a thread an odd
     row; 18 blocks are SmolLM2-135M's 576 values a row."""
-    assert LIB is not None
-    base = _ggml_base()
     rng = np.random.default_rng(nblocks * 13 + nrows + len(kind))
     k = nblocks * 32
     weights = _weights(kind, nblocks * nrows, rng)
     acts = rng.standard_normal((65, k)).astype(np.float32)
-    ggml_type = COLUMN_KERNEL_TYPES[kind]
-    alone = np.stack([_mul_mat(base, ggml_type, weights, nrows, k, acts[c:c + 1])[0] for c in range(65)])
-    assert np.isfinite(alone).all()
-    for ncols in range(2, 66):
-        got = _mul_mat(base, ggml_type, weights, nrows, k, acts[:ncols])
-        assert np.array_equal(got.view(np.uint32), alone[:ncols].view(np.uint32)), ncols
+    _assert_each_batch_equals_its_columns_alone(COLUMN_KERNEL_TYPES[kind], weights, nrows, k, acts,
+                                                list(range(2, 66)))

@@ -122,7 +122,7 @@ WORKLOAD_NAMES = ["code_completion", "code_editing", "structured_extraction", "g
 
 
 def test_bench_quick_writes_a_well_formed_report(tmp_path: Path, smollm2_path):
-    p = run("bench", "--quick", "--out", str(tmp_path))
+    p = run("bench", "--quick", "--threads", "2", "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
     md = (tmp_path / "suite-smollm2-135m-quick.md").read_text()
     assert md.strip() in p.stdout

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sets up ./.venv-stock: the same pinned llama-cpp-python built as a plain
 # `pip install llama-cpp-python` builds it (default flags: llamafile's sgemm and
-# CPU repack on; only the multimodal library left out), cached like the exact wheel,
-# and the ngramspec wheel scripts/setup.sh built. Run scripts/setup.sh first: the test
-# tools are not installed a second time (1.5 minutes of pip on a fresh machine). A .pth file adds .venv's site-packages after
+# CPU repack on), cached like the exact wheel, and the ngramspec wheel scripts/setup.sh
+# built. Run scripts/setup.sh first: the test tools are not installed a second time
+# (1.5 minutes of pip on a fresh machine). A .pth file adds .venv's site-packages after
 # this venv's own, so this venv's llama-cpp-python and ngramspec are the ones imported
 # and everything else comes from .venv. The tests marked `stock` run exact mode's
 # identity checks here. Safe to run again.
@@ -43,10 +43,7 @@ mkdir -p build
     | grep -E '^[A-Za-z0-9_.-]+==' > build/venv-constraints.txt
 "$VPY" -m pip install -q --disable-pip-version-check -c build/venv-constraints.txt \
     numpy jinja2 MarkupSafe diskcache typing-extensions platformdirs tqdm
-# Without the multimodal library (libmtmd): its 51 C++ files are a quarter of the stock
-# build's compile (44 s of 2-core time) and no test loads it; the flag changes no ggml
-# kernel or flag, so the build stays a plain install's in everything the tests measure.
-CMAKE_ARGS="${CMAKE_ARGS:-} -DLLAVA_BUILD=OFF" "$VPY" scripts/install_llama_cpp.py --stock
+"$VPY" scripts/install_llama_cpp.py --stock
 "$VPY" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "${WHEELS[0]}"
 # site.addsitedir (not a bare path), so .venv's own .pth files are read too; Python
 # writes the line, so any path is quoted right.

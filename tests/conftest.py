@@ -54,11 +54,10 @@ def smollm2_q4k_path(smollm2_path) -> str:
 def llm(smollm2_path):
     import llama_cpp
 
-    # Two threads, for decoding too: llama-cpp-python's default is half the cores (one
-    # on the 2-core CI machine), which left a core idle and doubled the decode-bound
-    # tests' time (the sampling distribution's 4,000 short generations: 74 ms an
-    # iteration with one thread, 35 ms with two).
-    model = llama_cpp.Llama(smollm2_path, n_ctx=2048, seed=0, verbose=False, n_threads=2, n_threads_batch=2)
+    from tests.support.cli import TEST_THREADS
+
+    model = llama_cpp.Llama(smollm2_path, n_ctx=2048, seed=0, verbose=False, n_threads=TEST_THREADS,
+                            n_threads_batch=TEST_THREADS)
     yield model
     model.close()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ngramspec.suite.methods import MEASURED_MAX_BATCH
-from tests.support.cli import EXE, ngramspec
+from tests.support.cli import EXE, TEST_THREADS, ngramspec
 from tests.support.prompts import PROMPTS
 
 run = ngramspec
@@ -122,7 +122,7 @@ WORKLOAD_NAMES = ["code_completion", "code_editing", "structured_extraction", "g
 
 
 def test_bench_quick_writes_a_well_formed_report(tmp_path: Path, smollm2_path):
-    p = run("bench", "--quick", "--threads", "2", "--out", str(tmp_path))
+    p = run("bench", "--quick", "--threads", str(TEST_THREADS), "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
     md = (tmp_path / "suite-smollm2-135m-quick.md").read_text()
     assert md.strip() in p.stdout

@@ -7,6 +7,7 @@ import pytest
 
 from ngramspec.suite import headline
 from ngramspec.suite.other_build import OtherBuild, OtherBuildError
+from tests.support.cli import TEST_THREADS
 
 
 def test_a_python_that_is_not_there_is_a_one_line_error(tmp_path):
@@ -51,7 +52,7 @@ def test_the_other_build_runs_side_by_side_and_is_compared_with_its_own_plain(sm
     other build checks its 65 sizes itself, as in a real run)."""
     from ngramspec.suite import runner, summary
 
-    suite = runner.Suite(smollm2_path, quick=True, threads=2, methods=("plain", "ngramspec"),
+    suite = runner.Suite(smollm2_path, quick=True, threads=TEST_THREADS, methods=("plain", "ngramspec"),
                          workloads=["code_editing"], other_python=sys.executable, progress=False,
                          other_methods=("plain", "ngramspec"), invariance=invariance)
     try:

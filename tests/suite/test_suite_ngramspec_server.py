@@ -19,6 +19,7 @@ from ngramspec.suite.llama_server import ServerError
 from ngramspec.suite.methods import MEASURED_MAX_BATCH, SERVE_METHOD
 from ngramspec.suite.ngramspec_server import NgramspecServer
 from ngramspec.suite.run_record import Run
+from tests.support.cli import TEST_THREADS
 
 needs_server = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("fastapi", "uvicorn", "sse_starlette")),
@@ -76,7 +77,7 @@ def test_serve_method_matches_in_process_ngramspec(smollm2_path, invariance):
     # measuring one would only make this test longer; so would checking 65 sizes
     # (the session's report goes to 17).
     cost = CostCurve([1.0 + 0.05 * b for b in range(MEASURED_MAX_BATCH)], 0.01)
-    suite = runner.Suite(smollm2_path, quick=True, n_ctx=2048, threads=2, methods=("plain", "ngramspec"),
+    suite = runner.Suite(smollm2_path, quick=True, n_ctx=2048, threads=TEST_THREADS, methods=("plain", "ngramspec"),
                          progress=False, workloads=["code_editing"], cost=cost, serve=True, invariance=invariance)
     try:
         assert suite.methods == ("plain", "ngramspec", SERVE_METHOD)

@@ -93,6 +93,17 @@ def test_interleaved_measurement_on_the_real_model(llm):
     assert llm.n_tokens == 0
 
 
+def test_the_budget_stretches_to_what_the_first_round_says_attempts_take(llm):
+    """A fixed budget about as long as one attempt gave larger models the prior (Qwen2.5-Coder-1.5B:
+    20-25 s an attempt against 20 s, the prior in 1 of 2 tries); now the first round prices it."""
+    from ngramspec.calibration.cost_timing import BUDGET_ATTEMPTS, measure_cost_curve
+
+    llm.reset()
+    curve = measure_cost_curve(llm, [2, 3, 4], repeats=3, attempts=1, context_tokens=32, budget_s=0.0)
+    assert "overran" not in (curve.reason or "") and curve.attempts == 1
+    assert BUDGET_ATTEMPTS >= 2    # room for a retry after a failed attempt
+
+
 def test_interleaved_measurement_refuses_what_llama_cpp_would_abort_on(llm):
     from ngramspec.calibration.cost_timing import measure_cost_curve
 

@@ -36,14 +36,20 @@ from ngramspec.errors import ContextTooSmallError
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-__all__ = ["DEFAULT_BUDGET_S", "llm_threads", "measure_cost_curve", "measure_verify_cost"]
+__all__ = ["BUDGET_ATTEMPTS", "DEFAULT_BUDGET_S", "llm_threads", "measure_cost_curve", "measure_verify_cost"]
 
-#: Wall-time budget of ``measure_cost_curve``, all attempts together (seconds). A
-#: quiet measurement of 9 sizes takes well under a second on SmolLM2-135M and
-#: about 8 s on Qwen 1.5B (5 rounds of 45 batched tokens); past this budget the
-#: machine is too busy for a trustworthy curve anyway (20 s: 2.5x the slowest quiet
-#: case, so a busy start-up costs at most that, not a minute, per process).
+#: Wall-time budget of ``measure_cost_curve``, all attempts together (seconds): this
+#: floor, or BUDGET_ATTEMPTS quiet attempts as the first round prices them, whichever is
+#: longer. Past it the machine is too busy for a trustworthy curve anyway, so a busy
+#: start-up costs a bounded time, not minutes, per process. A fixed 20 s was too short
+#: for the larger models: with the 15 sizes the exact engine times, one attempt took
+#: 22-25 s on Qwen2.5-Coder-1.5B Q4_K_M and 11-15 s on Qwen2.5-Coder-0.5B (2-core Xeon,
+#: llama-cpp-python's default threads), so the 1.5B fell to the prior in 1 of 2 tries
+#: there (`bench/cost_curve_trials.py`), a larger model would every time, and the 0.5B
+#: had no time to repeat a failed attempt.
 DEFAULT_BUDGET_S = 20.0
+#: ... the floor's alternative: the first attempt, a full retry and half of a third.
+BUDGET_ATTEMPTS = 2.5
 
 # Real text, so that attention sees a plausible cache; repeated to any length.
 _TEXT = ("def total_price(items, tax_rate):\n    subtotal = 0\n    for item in items:\n"
@@ -130,11 +136,31 @@ def llm_threads(llm: Llama) -> tuple[int, int] | None:
         return None
 
 
+class _Deadline:
+    """When ``measure_cost_curve`` stops: ``floor_s`` after it starts, or later once
+    the first round says how long BUDGET_ATTEMPTS attempts of ``repeats`` rounds take."""
+
+    def __init__(self, floor_s: float | None, repeats: int) -> None:
+        self.start = time.perf_counter()
+        self.repeats = repeats
+        self.budget_s = math.inf if floor_s is None else floor_s
+        self._priced = floor_s is None
+
+    def first_round(self, seconds: float) -> None:
+        if not self._priced:
+            self._priced = True
+            self.budget_s = max(self.budget_s, BUDGET_ATTEMPTS * self.repeats * seconds)
+
+    def passed(self) -> bool:
+        return time.perf_counter() > self.start + self.budget_s
+
+
 def _time_rounds(llm: Llama, sizes: list[int], repeats: int, context_tokens: int, rng: random.Random,
-                 progress: Any, deadline: float = math.inf) -> list[dict[int, float]]:
+                 progress: Any, deadline: _Deadline | None = None) -> list[dict[int, float]]:
     """``repeats`` rounds; each times one decode of every size (logits on every
     row, after ``context_tokens`` cached tokens) in a fresh shuffled order.
-    Stops early (fewer rounds) once ``deadline`` (perf_counter time) has passed."""
+    Stops early (fewer rounds) once ``deadline`` has passed; the first round
+    timed prices it (``_Deadline.first_round``)."""
     from ngramspec.calibration.progress import progress as progress_line
 
     largest = max(sizes)
@@ -146,10 +172,13 @@ def _time_rounds(llm: Llama, sizes: list[int], repeats: int, context_tokens: int
         for _ in range(repeats):
             order = list(sizes)
             rng.shuffle(order)
+            t0 = time.perf_counter()
             rounds.append({b: time_pass(b) for b in order})
             line.update(1)
-            if time.perf_counter() > deadline:
-                break
+            if deadline is not None:
+                deadline.first_round(time.perf_counter() - t0)
+                if deadline.passed():
+                    break
     return rounds
 
 
@@ -168,7 +197,8 @@ def measure_cost_curve(llm: Llama, sizes: Iterable[int], *, repeats: int = 5, at
     failure as its reason). Cost: about ``repeats * attempts * sum(sizes)`` tokens
     of batched decoding at worst, ``repeats * sum(sizes)`` when the first passes.
     ``budget_s`` bounds the wall time of all attempts together (checked after
-    each round): a machine so busy that the measurement overruns it gets the
+    each round), or BUDGET_ATTEMPTS attempts as the first round prices them if
+    that is longer: a machine so busy that the measurement overruns it gets the
     prior at once, with that reason, instead of minutes of timing; None: no limit.
 
     context_tokens: cached tokens before each timed pass (cut to fit n_ctx).
@@ -197,22 +227,22 @@ def measure_cost_curve(llm: Llama, sizes: Iterable[int], *, repeats: int = 5, at
         def time_rounds(s: list[int], n: int, attempt: int) -> list[dict[int, float]]:
             return _time_rounds(llm, s, n, context_tokens, rng, progress, deadline)
 
-    deadline = math.inf if budget_s is None else time.perf_counter() + budget_s
+    deadline = _Deadline(budget_s, repeats)
     reason: str | None = "not measured"
     for attempt in range(1, attempts + 1):
         rounds = time_rounds(sizes_l, repeats, attempt)
         if len(rounds) < repeats:
             # An earlier attempt's failure is why this one ran: say what it was.
             failed = f"; the last full one failed validation: {reason}" if attempt > 1 else ""
-            return prior_curve(sizes_l, f"the measurement overran its time budget of {budget_s:g} s after "
+            return prior_curve(sizes_l, f"the measurement overran its time budget of {deadline.budget_s:.3g} s after "
                                f"{attempt - 1} full attempt(s) (machine busy?){failed}", threads=threads,
                                attempts=attempt)
         relative, spread, reason = evaluate_rounds(rounds, threads)
         if reason is None:
             return CostCurveResult(relative, "measured", True, time.time(), repeats, STATISTIC, threads, None,
                                    spread, attempt, context_tokens)
-        if time.perf_counter() > deadline and attempt < attempts:
+        if deadline.passed() and attempt < attempts:
             return prior_curve(sizes_l, f"the last attempt failed validation ({reason}) and the time budget of "
-                               f"{budget_s:g} s is spent", threads=threads, attempts=attempt)
+                               f"{deadline.budget_s:.3g} s is spent", threads=threads, attempts=attempt)
     return prior_curve(sizes_l, f"{attempts} measurement(s) failed validation, the last: {reason}",
                        threads=threads, attempts=attempts)

@@ -8,7 +8,7 @@ differ. A curve that fails is priced by the linear prior, so the share that fail
 the share of first runs on a new model or setting that draft by the prior.
 
     python bench/cost_curve_trials.py --model qwen2.5-coder-0.5b --trials 12 \\
-        --json bench/results/cost-curve-trials.json
+        --json bench/results/cost-curve-trials-qwen0.5b-xeon.json
 
 --threads N runs one token and batches on N threads; by default both are
 llama-cpp-python's (half the cores for a token, all of them for a batch), as

@@ -95,7 +95,7 @@ def test_interleaved_measurement_on_the_real_model(llm):
 
 def test_the_budget_stretches_to_what_the_first_round_says_attempts_take(llm):
     """A fixed budget about as long as one attempt gave larger models the prior (Qwen2.5-Coder-1.5B:
-    20-25 s an attempt against 20 s, the prior in 1 of 2 tries); now the first round prices it."""
+    22-25 s an attempt against 20 s, the prior in 1 of 2 tries); now the first round prices it."""
     from ngramspec.calibration.cost_timing import BUDGET_ATTEMPTS, measure_cost_curve
 
     llm.reset()

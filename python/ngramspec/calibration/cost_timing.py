@@ -45,7 +45,7 @@ __all__ = ["BUDGET_ATTEMPTS", "DEFAULT_BUDGET_S", "llm_threads", "measure_cost_c
 #: for the larger models: with the 15 sizes the exact engine times, one attempt took
 #: 22-25 s on Qwen2.5-Coder-1.5B Q4_K_M and 11-15 s on Qwen2.5-Coder-0.5B (2-core Xeon,
 #: llama-cpp-python's default threads), so the 1.5B fell to the prior in 1 of 2 tries
-#: there (`bench/cost_curve_trials.py`), a larger model would every time, and the 0.5B
+#: there (bench/results/cost-curve-validation-xeon.md), a larger model would every time, and the 0.5B
 #: had no time to repeat a failed attempt.
 DEFAULT_BUDGET_S = 20.0
 #: ... the floor's alternative: the first attempt, a full retry and half of a third.
